@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# Set-up shared by scripts/test.sh and scripts/demo.sh. Each step is idempotent
+# and fast when already done: venv, Docker engine, node images.
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV="$ROOT/.venv"
+export GPUNODE_CACHE=${GPUNODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-node-provisioning}
+
+die() {
+  echo "ERROR: $*" >&2
+  exit 1
+}
+
+note() { echo "==> $*"; }
+
+is_root() { [ "$(id -u)" -eq 0 ]; }
+
+have_apt() { command -v apt-get >/dev/null 2>&1; }
+
+apt_install() {
+  # apt_install PKG... : install Debian/Ubuntu packages as root, quietly
+  is_root && have_apt || return 1
+  if [ -z "${__GPUNODE_APT_UPDATED:-}" ]; then
+    apt-get update -qq >/dev/null || return 1
+    __GPUNODE_APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+ensure_venv() {
+  local want have
+  want=$(sha256sum "$ROOT/requirements.txt" | cut -c1-16)
+  have=$(cat "$VENV/.requirements-hash" 2>/dev/null || true)
+  if [ "$want" = "$have" ] && [ -x "$VENV/bin/python" ]; then
+    return 0
+  fi
+  command -v python3 >/dev/null || die "python3 is missing: install Python 3.10 or newer."
+  if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
+    apt_install python3-venv || die "python3 cannot create virtual environments: install python3-venv (as root: apt-get install python3-venv)."
+  fi
+  note "creating the Python environment in .venv (requirements.txt)"
+  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || die "python3 -m venv $VENV failed"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements.txt" \
+    || die "pip could not install requirements.txt into .venv (see the output above)"
+  echo "$want" > "$VENV/.requirements-hash"
+}
+
+docker_answers() { docker info >/dev/null 2>&1; }
+
+ensure_docker() {
+  if docker_answers; then
+    return 0
+  fi
+  if ! is_root; then
+    if command -v docker >/dev/null 2>&1; then
+      die "no Docker engine answers ('docker info' failed) and this user ($(id -un)) is not root, so the engine cannot be installed or started here. Fix: start the Docker engine and make sure this user may use it (e.g. add it to the 'docker' group), or run this command as root."
+    fi
+    die "no Docker engine is installed and this user ($(id -un)) is not root, so none can be installed. Fix: install and start Docker (on Debian/Ubuntu as root: apt-get install docker.io), or run this command as root."
+  fi
+  if ! command -v dockerd >/dev/null 2>&1; then
+    have_apt || die "no Docker engine is installed and this is not a Debian/Ubuntu system: install Docker, start it, then rerun."
+    note "installing the Docker engine (docker.io)"
+    apt_install docker.io || die "apt-get install docker.io failed"
+  fi
+  if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+    systemctl start docker >/dev/null 2>&1 || true
+  fi
+  if ! docker_answers; then
+    note "starting dockerd in the background (log: /var/log/gpunode-dockerd.log)"
+    nohup dockerd >/var/log/gpunode-dockerd.log 2>&1 &
+  fi
+  local i
+  for i in $(seq 1 60); do
+    docker_answers && return 0
+    sleep 1
+  done
+  tail -20 /var/log/gpunode-dockerd.log >&2 2>/dev/null || true
+  die "dockerd did not answer within 60 s (log above, /var/log/gpunode-dockerd.log)"
+}
+
+ensure_images() {
+  # ensure_images NODE... : build the node images that are missing or outdated
+  if ! command -v debootstrap >/dev/null 2>&1; then
+    apt_install debootstrap || die "debootstrap is missing and cannot be installed here: as root, apt-get install debootstrap."
+  fi
+  local node
+  for node in "$@"; do
+    bash "$ROOT/tests/fixtures/images/build-node-image.sh" "$node" || die "building node image $node failed"
+  done
+}

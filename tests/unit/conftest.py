@@ -1,0 +1,84 @@
+"""Shared helpers for unit tests of modules and plugins.
+
+Modules live in library/ and their shared code in plugins/module_utils/, as
+ansible.cfg wires them. Tests import them directly: modules through
+`load_module(name)`, module_utils as top-level modules (sys.path below).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+
+
+def _alias_module_utils() -> None:
+    """Make `from ansible.module_utils.<name> import ...` in our modules resolve to
+    plugins/module_utils/<name>.py, as ansible.cfg's module_utils path does at run time."""
+    for path in sorted((ROOT / "plugins" / "module_utils").glob("*.py")):
+        name = f"ansible.module_utils.{path.stem}"
+        if name not in sys.modules:
+            sys.modules[name] = importlib.import_module(path.stem)
+
+
+_alias_module_utils()
+
+
+def load_module(name: str, subdir: str = "library"):
+    """Import ROOT/<subdir>/<name>.py as a fresh Python module object."""
+    path = ROOT / subdir / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_under_test_{subdir.replace('/', '_')}_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class ModuleExit(Exception):
+    """Raised in place of AnsibleModule.exit_json; .result holds what it returned."""
+
+    def __init__(self, result: dict, failed: bool):
+        super().__init__(json.dumps(result, default=str))
+        self.result = result
+        self.failed = failed
+
+
+def run_module(module, args: dict, check_mode: bool = False, diff: bool = False) -> ModuleExit:
+    """Run `module.main()` with `args`; returns the ModuleExit (failed or not)."""
+    from unittest import mock
+
+    from ansible.module_utils import basic
+    from ansible.module_utils.testing import patch_module_args
+
+    full = dict(args)
+    full["_ansible_check_mode"] = check_mode
+    full["_ansible_diff"] = diff
+    full.setdefault("_ansible_remote_tmp", "/tmp")
+    full.setdefault("_ansible_keep_remote_files", False)
+
+    def _exit(self, **kwargs):
+        raise ModuleExit(kwargs, failed=False)
+
+    def _fail(self, msg, **kwargs):
+        kwargs["msg"] = msg
+        kwargs["failed"] = True
+        raise ModuleExit(kwargs, failed=True)
+
+    with patch_module_args(full), mock.patch.object(basic.AnsibleModule, "exit_json", _exit), mock.patch.object(
+        basic.AnsibleModule, "fail_json", _fail
+    ):
+        try:
+            module.main()
+        except ModuleExit as exc:
+            return exc
+    raise AssertionError("module returned without calling exit_json or fail_json")
+
+
+@pytest.fixture
+def module_runner():
+    return run_module
