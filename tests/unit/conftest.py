@@ -69,8 +69,10 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
         kwargs["failed"] = True
         raise ModuleExit(kwargs, failed=True)
 
-    with patch_module_args(full), mock.patch.object(basic.AnsibleModule, "exit_json", _exit), mock.patch.object(
-        basic.AnsibleModule, "fail_json", _fail
+    with (
+        patch_module_args(full),
+        mock.patch.object(basic.AnsibleModule, "exit_json", _exit),
+        mock.patch.object(basic.AnsibleModule, "fail_json", _fail),
     ):
         try:
             module.main()

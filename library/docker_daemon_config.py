@@ -1,0 +1,358 @@
+#!/usr/bin/python
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: docker_daemon_config
+short_description: Merge settings into Docker's daemon.json without clobbering it
+description:
+  - Deep-merges O(settings) into Docker's C(daemon.json) and optionally removes key paths, keeping every
+    key it is not told about, and the order of existing keys.
+  - Nested objects are merged, not replaced. For example adding C(features.cdi) keeps C(features.buildkit)
+    (unlike C(nvidia-ctk runtime configure), which replaces the whole C(features) object).
+  - The file is written only when its parsed value changes; a file that differs only in formatting is left
+    alone. When it is written it is formatted as JSON indented by O(indent) spaces, keeping key order,
+    with a trailing newline.
+  - Writes are atomic (temporary file in the same directory, then rename), validated with O(validate) before
+    they replace the file, and a failure leaves the file byte for byte unchanged.
+  - A missing file is created (with missing parent directories, mode C(0755)); an empty or whitespace-only
+    file counts as an empty object.
+  - Runs on the managed node with the Python standard library only.
+version_added: "0.1.0"
+author: gpu-node-provisioning
+options:
+  path:
+    description:
+      - Path of the daemon configuration file.
+    type: path
+    default: /etc/docker/daemon.json
+  settings:
+    description:
+      - Settings to deep-merge into the file.
+      - Objects merge key by key at every depth; any other value replaces the current one.
+      - Lists follow O(list_strategy).
+    type: dict
+    default: {}
+  remove:
+    description:
+      - Key paths to delete before O(settings) is merged. Each path is a list of keys from the top
+        (V([runtimes, nvidia])), or a string naming one top-level key (V(default-runtime)).
+      - Paths that do not exist are ignored; objects left empty are kept.
+      - Removing a path and setting it in O(settings) replaces that object exactly instead of merging into it.
+    type: list
+    elements: raw
+    default: []
+  list_strategy:
+    description:
+      - How a list in O(settings) combines with the list already in the file.
+      - V(replace) uses the new list.
+      - V(append_unique) keeps the current items in order and appends the new items that are missing.
+      - V(prepend_unique) puts the new items that are missing in front, in their order.
+    type: str
+    choices: [replace, append_unique, prepend_unique]
+    default: replace
+  backup:
+    description:
+      - Keep a timestamped copy of the file before it is replaced. No backup is made when nothing changes
+        or validation fails.
+    type: bool
+    default: false
+  validate:
+    description:
+      - Command that checks the candidate file before it replaces O(path); C(%s) stands for the candidate's path
+        and must be present. For example V(dockerd --validate --config-file %s) (Docker 23 and later).
+      - The command is not run through a shell. A non-zero exit status fails the task and leaves the file unchanged.
+    type: str
+  indent:
+    description:
+      - Number of spaces per indentation level in the written file.
+    type: int
+    default: 2
+extends_documentation_fragment:
+  - action_common_attributes
+  - action_common_attributes.files
+  - files
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+  safe_file_operations:
+    support: full
+  vault:
+    support: none
+notes:
+  - The file mode defaults to C(0644) when the module creates the file; an existing file keeps its attributes
+    unless O(mode), O(owner) or O(group) say otherwise.
+  - Docker must be restarted for daemon.json changes to take effect; notify a handler when RV(changed) is true.
+  - dockerd refuses to start when an option is set both as a command-line flag and in daemon.json.
+seealso:
+  - name: Docker daemon configuration file
+    description: Every daemon.json option.
+    link: https://docs.docker.com/reference/cli/dockerd/#daemon-configuration-file
+"""
+
+EXAMPLES = r"""
+- name: Register the nvidia runtime and enable CDI in Docker, keeping every other setting
+  docker_daemon_config:
+    settings:
+      runtimes:
+        nvidia:
+          path: /usr/bin/nvidia-container-runtime
+          args: []
+      features:
+        cdi: true
+    backup: true
+    validate: dockerd --validate --config-file %s
+  notify: Restart docker
+
+- name: Make runc the default runtime again and add a registry mirror to the existing ones
+  docker_daemon_config:
+    remove:
+      - default-runtime
+    settings:
+      registry-mirrors:
+        - https://mirror.example.com
+    list_strategy: append_unique
+
+- name: Replace the whole nvidia runtime entry instead of merging into it
+  docker_daemon_config:
+    remove:
+      - [runtimes, nvidia]
+    settings:
+      runtimes:
+        nvidia:
+          path: nvidia-container-runtime
+"""
+
+RETURN = r"""
+config:
+  description: The configuration after the merge (what the file holds, or would hold in check mode).
+  returned: success
+  type: dict
+  sample:
+    features: {buildkit: true, cdi: true}
+    runtimes: {nvidia: {path: nvidia-container-runtime, args: []}}
+backup_file:
+  description: Path of the backup copy of the previous file.
+  returned: changed and O(backup) is true and the file existed
+  type: str
+  sample: /etc/docker/daemon.json.2345.2025-01-31@12:00:00~
+diff:
+  description: The file's text before and after, in diff mode.
+  returned: diff mode
+  type: dict
+  sample:
+    before: ""
+    after: "{\n  \"features\": {\n    \"cdi\": true\n  }\n}\n"
+    before_header: /etc/docker/daemon.json (before)
+    after_header: /etc/docker/daemon.json (after)
+changed:
+  description: Whether the file (content or attributes) changed, or would change in check mode.
+  returned: always
+  type: bool
+"""
+
+import copy
+import json
+import os
+import shlex
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.config_merge import LIST_STRATEGIES, merge_into, remove_paths, values_equal
+
+_JSON_TYPE_NAMES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+class DaemonConfigError(Exception):
+    """A problem with daemon.json or the task's arguments; the message is meant for the user."""
+
+
+def parse_daemon_json(text: str, path: str) -> dict:
+    """Parse daemon.json text; empty or whitespace-only text is ``{}``."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DaemonConfigError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}. "
+            "Fix the file (or empty it to start from {}), then run the task again."
+        ) from exc
+    if not isinstance(value, dict):
+        kind = "null" if value is None else _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+        raise DaemonConfigError(
+            f"{path} holds {kind} at the top level, but daemon.json must be a JSON object ({{...}}). "
+            "Fix the file (or empty it to start from {}), then run the task again."
+        )
+    return value
+
+
+def render_daemon_json(config: dict, indent: int) -> str:
+    """Serialise the configuration the way this module writes it."""
+    return json.dumps(config, indent=indent) + "\n"
+
+
+def read_daemon_json(path: str) -> str | None:
+    """Return the file's text, or None when it does not exist."""
+    if os.path.isdir(path):
+        raise DaemonConfigError(f"{path} is a directory, not a file. Set path to the daemon.json file itself.")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return None
+    except PermissionError as exc:
+        raise DaemonConfigError(
+            f"cannot read {path}: {exc.strerror}. Run the task with become: true or fix the file's permissions."
+        ) from exc
+    except OSError as exc:
+        raise DaemonConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
+    try:
+        # dockerd accepts a UTF-8 byte order mark, so do we.
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DaemonConfigError(
+            f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}). Fix the file's encoding, then run again."
+        ) from exc
+
+
+def build_config(current: dict, settings: dict, remove: list, list_strategy: str) -> dict:
+    """Return a new configuration: ``current`` minus the ``remove`` paths, with ``settings`` merged in."""
+    config = copy.deepcopy(current)
+    try:
+        remove_paths(config, remove)
+        merge_into(config, settings, list_strategy)
+    except ValueError as exc:
+        raise DaemonConfigError(f"invalid remove or settings option: {exc}.") from exc
+    return config
+
+
+def _make_dirs(directory: str) -> list[str]:
+    """Create ``directory`` and its missing parents with mode 0755; return the created ones, outermost first."""
+    missing = []
+    while directory and not os.path.exists(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    created = []
+    for item in reversed(missing):
+        os.mkdir(item)
+        created.append(item)
+        os.chmod(item, 0o755)
+    return created
+
+
+def write_daemon_json(module: AnsibleModule, path: str, content: str, validate: str | None, backup: bool) -> str | None:
+    """Validate ``content`` in a temporary file next to ``path`` and move it into place.
+
+    Returns the backup path (or None). On any failure nothing is left behind and
+    DaemonConfigError is raised.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    created_dirs: list[str] = []
+    tmp_path = None
+    done = False
+    try:
+        created_dirs = _make_dirs(directory)
+        fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(content.encode("utf-8"))
+            handle.flush()
+            os.fsync(handle.fileno())
+        if validate:
+            _validate(module, path, tmp_path, validate)
+        backup_file = module.backup_local(path) if backup and os.path.exists(path) else None
+        module.atomic_move(tmp_path, path)
+        done = True
+        return backup_file
+    except DaemonConfigError:
+        raise
+    except Exception as exc:  # atomic_move and backup_local raise plain Exception
+        raise DaemonConfigError(f"cannot write {path}: {to_native(exc)}. {path} was left unchanged.") from exc
+    finally:
+        if not done:
+            if tmp_path is not None and os.path.exists(tmp_path):
+                os.unlink(tmp_path)
+            for item in reversed(created_dirs):
+                os.rmdir(item)
+
+
+def _validate(module: AnsibleModule, path: str, candidate: str, validate: str) -> None:
+    """Run the validate command on ``candidate``; raise DaemonConfigError when it fails."""
+    command = [arg.replace("%s", candidate) for arg in shlex.split(validate)]
+    try:
+        rc, out, err = module.run_command(command, handle_exceptions=False)
+    except OSError as exc:
+        raise DaemonConfigError(
+            f"cannot run the validate command '{validate}': {exc.strerror or exc}. "
+            f"{path} was left unchanged; install the command or fix validate."
+        ) from exc
+    if rc != 0:
+        output = (err or out).strip() or "(no output)"
+        raise DaemonConfigError(
+            f"the new {path} failed validation: '{validate}' exited with status {rc}: {output}. "
+            f"{path} was left unchanged; fix settings or the validate command."
+        )
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", default="/etc/docker/daemon.json"),
+            settings=dict(type="dict", default={}),
+            remove=dict(type="list", elements="raw", default=[]),
+            list_strategy=dict(type="str", choices=list(LIST_STRATEGIES), default="replace"),
+            backup=dict(type="bool", default=False),
+            validate=dict(type="str"),
+            indent=dict(type="int", default=2),
+        ),
+        add_file_common_args=True,
+        supports_check_mode=True,
+    )
+    params = module.params
+    path = params["path"]
+    if params["validate"] is not None and "%s" not in params["validate"]:
+        module.fail_json(msg=f"validate must contain %s (the candidate file's path), got: {params['validate']}")
+    if params["indent"] < 0:
+        module.fail_json(msg=f"indent must be 0 or more, got {params['indent']}")
+
+    try:
+        before = read_daemon_json(path)
+        current = parse_daemon_json(before or "", path)
+        config = build_config(current, params["settings"], params["remove"], params["list_strategy"])
+    except DaemonConfigError as exc:
+        module.fail_json(msg=str(exc))
+
+    exists = before is not None
+    changed = not values_equal(current, config)
+    after = render_daemon_json(config, params["indent"]) if changed else before or ""
+    result = dict(changed=changed, config=config)
+    if module._diff:
+        result["diff"] = dict(
+            before=before or "", after=after, before_header=f"{path} (before)", after_header=f"{path} (after)"
+        )
+
+    if changed and not module.check_mode:
+        try:
+            backup_file = write_daemon_json(module, path, after, params["validate"], params["backup"])
+        except DaemonConfigError as exc:
+            module.fail_json(msg=str(exc))
+        if backup_file:
+            result["backup_file"] = backup_file
+
+    if exists or (changed and not module.check_mode):
+        file_args = module.load_file_common_arguments(params, path=path)
+        if not exists and file_args["mode"] is None:
+            file_args["mode"] = "0644"
+        result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
+
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
