@@ -1,0 +1,801 @@
+#!/usr/bin/python
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_node_facts
+short_description: Gather the facts that GPU node provisioning depends on
+description:
+  - Sets C(ansible_facts.gpu_node) with what the other roles decide on, read from the node itself.
+  - NVIDIA GPUs come from sysfs PCI (C(/sys/bus/pci/devices)), so they are found before any driver is installed.
+    A GPU is an NVIDIA (vendor C(0x10de)) function of PCI class C(0x0300xx) (VGA compatible controller) or
+    C(0x0302xx) (3D controller); SR-IOV virtual functions are counted apart in RV(ansible_facts.gpu_node.gpu_vf_count).
+  - NVSwitches are NVIDIA functions of class C(0x0680xx) (bridge, other), as on HGX-2, HGX A100 and HGX H100/H200
+    baseboards. The NVSwitches of HGX B200 and later are not PCI functions of the host and are not counted.
+  - The loaded driver and its version come from C(/proc/driver/nvidia/version), else C(/sys/module/nvidia/version).
+  - Docker, containerd and CRI-O (C(dockerd), C(containerd), C(crio)) and the kubelet are found by their binaries;
+    their versions come from C(<binary> --version); whether they run comes from C(systemctl is-active) when systemd
+    is the init system, otherwise from the process table, and where that cannot be read, from their sockets.
+  - Also reports whether the node is a container or a virtual machine, whether AppArmor is enabled, the Secure Boot
+    state, and FUSE.
+  - The module is read-only. It never changes the node and never reports a change. A missing file or command is
+    not an error, it just leaves the matching fact false or null.
+  - Runs on the managed node with the Python standard library only.
+version_added: "0.1.0"
+author: gpu-node-provisioning
+options:
+  root:
+    description:
+      - Top of the filesystem tree to inspect. Every C(/sys), C(/proc), C(/dev), C(/run) and binary path is read
+        below it.
+      - Any other value than V(/) is meant for tests and for inspecting a mounted image. Commands are then never run,
+        because they would describe the running system and not the tree.
+    type: path
+    default: /
+  gather_runtimes:
+    description:
+      - Run read-only commands on the node to learn more than files tell. These are C(dockerd --version),
+        C(containerd --version), C(crio --version), C(kubelet --version), C(systemctl is-active),
+        C(systemd-detect-virt) and C(mokutil --sb-state), each only when its binary exists.
+      - When V(false) only files are read. Runtime and kubelet versions are then null, and whether a service runs comes
+        from the process table (or its socket).
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+    details: The module changes nothing, so it gathers the same facts in check mode.
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: posix
+notes:
+  - Container and VM types use the names of C(systemd-detect-virt) (V(docker), V(podman), V(lxc), V(kvm),
+    V(qemu), V(vmware), V(microsoft), ...). Without that command they are guessed from files (C(/.dockerenv),
+    C(/run/.containerenv), C(container=) in the environment of PID 1, C(/proc/1/cgroup), DMI and the CPU's
+    C(hypervisor) flag); a guess that names no type gives V(container-other) or V(vm-other).
+  - C(secure_boot) is null when the node did not boot with EFI or its EFI variables cannot be read (containers
+    usually do not see C(/sys/firmware)).
+seealso:
+  - name: NVIDIA Fabric Manager user guide
+    description: Which systems have NVSwitches that need the fabric manager.
+    link: https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/
+  - name: PCI sysfs interface
+    description: The files below C(/sys/bus/pci/devices) that the GPU facts come from.
+    link: https://www.kernel.org/doc/html/latest/PCI/sysfs-pci.html
+"""
+
+EXAMPLES = r"""
+- name: Gather the GPU node facts
+  gpu_node_facts:
+
+- name: Show whether the node needs the NVIDIA fabric manager
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.gpu_node.nvswitch_count }} NVSwitches, fabric manager needed"
+  when: ansible_facts.gpu_node.nvswitch_count > 0
+
+- name: Gather the facts from files only, running no command on the node
+  gpu_node_facts:
+    gather_runtimes: false
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to C(ansible_facts).
+  returned: always
+  type: complex
+  contains:
+    gpu_node:
+      description: What the node has and runs, for GPU node provisioning.
+      returned: always
+      type: complex
+      contains:
+        has_gpu:
+          description: An NVIDIA GPU (display or 3D controller class PCI function) is present, with or without a driver.
+          type: bool
+          returned: always
+          sample: true
+        gpu_count:
+          description: Number of NVIDIA GPUs (physical functions).
+          type: int
+          returned: always
+          sample: 8
+        gpu_vf_count:
+          description: Number of NVIDIA GPU SR-IOV virtual functions, which are not in RV(ansible_facts.gpu_node.gpus).
+          type: int
+          returned: always
+          sample: 0
+        gpus:
+          description:
+            - One entry per NVIDIA GPU, in PCI address order.
+            - Each has C(pci_address), C(vendor_id), C(device_id), C(class) (hex strings as sysfs writes them),
+              C(class_name), C(numa_node) (null when the platform does not say), C(iommu_group) (null without an
+              IOMMU) and C(driver), the driver the function is bound to (V(nvidia), V(nouveau), V(vfio-pci)) or null.
+          type: list
+          elements: dict
+          returned: always
+          sample:
+            - pci_address: "0000:10:00.0"
+              vendor_id: "0x10de"
+              device_id: "0x20b2"
+              class: "0x030200"
+              class_name: 3D controller
+              numa_node: 0
+              iommu_group: 21
+              driver: nvidia
+        nvswitch_count:
+          description: Number of NVSwitches seen on PCI.
+          type: int
+          returned: always
+          sample: 6
+        nvswitches:
+          description: One entry per NVSwitch, with C(pci_address), C(device_id), C(class), C(numa_node) and C(driver).
+          type: list
+          elements: dict
+          returned: always
+          sample:
+            - pci_address: "0000:54:00.0"
+              device_id: "0x1af1"
+              class: "0x068000"
+              numa_node: 0
+              driver: nvidia-nvswitch
+        driver:
+          description:
+            - The NVIDIA kernel driver. C(loaded) is true when the C(nvidia) module is loaded.
+            - C(version) is its version (null when not loaded), C(source) where the version was read (V(proc) or
+              V(sysfs)), C(kernel_module_type) V(open) or V(proprietary) (null when unknown), and C(modules) the
+              NVIDIA kernel modules loaded, among C(nvidia), C(nvidia_uvm), C(nvidia_modeset), C(nvidia_drm) and
+              C(nvidia_peermem).
+          type: dict
+          returned: always
+          sample:
+            loaded: true
+            version: 535.183.01
+            source: proc
+            kernel_module_type: proprietary
+            modules: [nvidia, nvidia_modeset, nvidia_uvm]
+        nouveau_loaded:
+          description: The C(nouveau) kernel module is loaded.
+          type: bool
+          returned: always
+          sample: false
+        nvidia_smi:
+          description: Path of C(nvidia-smi), or null when it is not installed.
+          type: str
+          returned: always
+          sample: /usr/bin/nvidia-smi
+        runtimes:
+          description:
+            - C(docker), C(containerd) and C(crio), each with C(installed) (its daemon binary exists), C(binary)
+              (its path or null), C(version) (numeric, for comparisons, such as V(1.6.20)), C(version_full) (as the
+              binary prints it, such as V(1.6.20~ds1)), C(running), C(service_state) (what C(systemctl is-active) said,
+              null when not asked) and C(socket) (the API socket path when it exists, else null).
+          type: dict
+          returned: always
+          sample:
+            containerd:
+              installed: true
+              binary: /usr/bin/containerd
+              version: 1.7.24
+              version_full: 1.7.24~ds1
+              running: true
+              service_state: active
+              socket: /run/containerd/containerd.sock
+        runtimes_installed:
+          description: Names of the installed runtimes, in the order docker, containerd, crio.
+          type: list
+          elements: str
+          returned: always
+          sample: [docker, containerd]
+        runtimes_running:
+          description: Names of the running runtimes, in the order docker, containerd, crio.
+          type: list
+          elements: str
+          returned: always
+          sample: [containerd]
+        kubelet:
+          description:
+            - The kubelet, with the same keys as a runtime (C(socket) is always null) and C(config_dir_supported),
+              true when the kubelet reads a C(--config-dir) drop-in directory without a feature gate (1.30 and
+              later), null when its version is unknown.
+          type: dict
+          returned: always
+          sample:
+            installed: true
+            binary: /usr/bin/kubelet
+            version: 1.31.2
+            version_full: 1.31.2
+            running: true
+            service_state: active
+            socket: null
+            config_dir_supported: true
+        container:
+          description: The node is a container.
+          type: bool
+          returned: always
+          sample: false
+        container_type:
+          description: Kind of container (V(docker), V(podman), V(lxc), ...), null when not a container.
+          type: str
+          returned: always
+          sample: docker
+        vm:
+          description: The node (or the host of the container) is a virtual machine.
+          type: bool
+          returned: always
+          sample: false
+        vm_type:
+          description: Kind of virtual machine (V(kvm), V(qemu), V(vmware), V(microsoft), ...), null when not a VM.
+          type: str
+          returned: always
+          sample: kvm
+        apparmor_enabled:
+          description: AppArmor is enabled in the kernel and its securityfs is mounted, so profiles can be loaded.
+          type: bool
+          returned: always
+          sample: true
+        apparmor:
+          description: C(kernel_enabled) (the kernel has AppArmor enabled) and C(securityfs)
+            (C(/sys/kernel/security/apparmor) is there).
+          type: dict
+          returned: always
+          sample: {kernel_enabled: true, securityfs: true}
+        secure_boot:
+          description: Secure Boot is enabled; null when unknown (no EFI, or EFI variables not readable).
+          type: bool
+          returned: always
+          sample: false
+        fuse:
+          description: C(device) (C(/dev/fuse) exists), C(module_loaded) (the fuse module is loaded or built in) and
+            C(builtin) (fuse is built into the kernel, so it cannot and need not be loaded).
+          type: dict
+          returned: always
+          sample: {device: true, module_loaded: true, builtin: false}
+"""
+
+import os
+import re
+from collections.abc import Callable
+
+from ansible.module_utils.basic import AnsibleModule
+
+NVIDIA_VENDOR_ID = "0x10de"
+# PCI base class 03 (display controller): subclass 00 is VGA compatible (workstation and consumer cards),
+# 02 is 3D controller (datacenter GPUs: A100, H100, ...). Keyed by the first 6 characters of sysfs `class`.
+GPU_CLASS_NAMES = {"0x0300": "VGA compatible controller", "0x0302": "3D controller"}
+# Base class 06 subclass 80 (bridge, other): what an NVSwitch reports; its driver is nvidia-nvswitch.
+NVSWITCH_CLASS_PREFIX = "0x0680"
+NVIDIA_KERNEL_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem")
+EFI_GLOBAL_VARIABLE_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+SECURE_BOOT_EFIVARFS = f"/sys/firmware/efi/efivars/SecureBoot-{EFI_GLOBAL_VARIABLE_GUID}"
+SECURE_BOOT_SYSFS = f"/sys/firmware/efi/vars/SecureBoot-{EFI_GLOBAL_VARIABLE_GUID}/data"
+# Where binaries are looked for besides PATH (and the only places looked at below a `root` other than /).
+BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+KUBELET_CONFIG_DIR_MIN = (1, 30)
+
+
+def _parse_version_token(token: str) -> tuple[str | None, str | None]:
+    """Split a version token ("v1.31.2", "20.10.24+dfsg1,", "1.6.20~ds1") into (numeric, as printed)."""
+    token = token.strip().rstrip(",;")
+    match = re.fullmatch(r"v?(\d+\.\d+(?:\.\d+)*)(\S*)", token)
+    if not match:
+        return None, None
+    return match.group(1), token[1:] if token.startswith("v") else token
+
+
+def parse_docker_version(text: str | None) -> tuple[str | None, str | None]:
+    """`dockerd --version`: "Docker version 20.10.24+dfsg1, build 297e128"."""
+    match = re.search(r"Docker version\s+(\S+)", text or "")
+    return _parse_version_token(match.group(1)) if match else (None, None)
+
+
+def parse_containerd_version(text: str | None) -> tuple[str | None, str | None]:
+    """`containerd --version`: "containerd <package> <version> <revision>".
+
+    The package is "github.com/containerd/containerd" (or ".../v2") from source builds and distributions,
+    "containerd.io" from Docker's packages; the version may carry a "v" and a distribution suffix.
+    """
+    for line in (text or "").splitlines():
+        tokens = line.split()
+        if len(tokens) >= 3 and tokens[0] == "containerd":
+            for token in tokens[1:]:
+                version = _parse_version_token(token)
+                if version[0]:
+                    return version
+    return None, None
+
+
+def parse_crio_version(text: str | None) -> tuple[str | None, str | None]:
+    """`crio --version`: "crio version 1.30.0" and/or a "Version:  1.30.0" line (log lines may come first)."""
+    lines = (text or "").splitlines()
+    for line in lines:
+        match = re.match(r"\s*crio version\s+(\S+)", line, re.IGNORECASE)
+        if match:
+            return _parse_version_token(match.group(1))
+    for line in lines:
+        match = re.match(r"Version:\s+(\S+)", line.strip())
+        if match:
+            return _parse_version_token(match.group(1))
+    return None, None
+
+
+def parse_kubelet_version(text: str | None) -> tuple[str | None, str | None]:
+    """`kubelet --version`: "Kubernetes v1.31.2"."""
+    match = re.search(r"Kubernetes\s+(\S+)", text or "")
+    return _parse_version_token(match.group(1)) if match else (None, None)
+
+
+def parse_nvidia_driver_version(text: str | None) -> tuple[str | None, str | None]:
+    """First line of /proc/driver/nvidia/version -> (version, "open" | "proprietary").
+
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024"
+    "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build  (dvs-builder@...)  ..."
+    """
+    for line in (text or "").splitlines():
+        match = re.search(r"NVRM version:.*?Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)", line)
+        if match:
+            return match.group(1), "open" if "Open Kernel Module" in line else "proprietary"
+    return None, None
+
+
+def parse_secure_boot_efivar(data: bytes | None) -> bool | None:
+    """efivarfs SecureBoot variable: 4 bytes of attributes, then one byte, 1 when Secure Boot is enabled."""
+    if data is None or len(data) < 5:
+        return None
+    return data[4] == 1
+
+
+def parse_mokutil_sb_state(text: str | None) -> bool | None:
+    """`mokutil --sb-state`: "SecureBoot enabled" / "SecureBoot disabled"; anything else is unknown."""
+    text = (text or "").lower()
+    if "secureboot enabled" in text:
+        return True
+    if "secureboot disabled" in text or "doesn't support secure boot" in text:
+        return False
+    return None
+
+
+def parse_numa_node(text: str | None) -> int | None:
+    """sysfs numa_node: -1 (no NUMA information) and anything unreadable are null."""
+    try:
+        node = int((text or "").strip())
+    except ValueError:
+        return None
+    return node if node >= 0 else None
+
+
+def version_at_least(version: str | None, minimum: tuple[int, ...]) -> bool | None:
+    if not version:
+        return None
+    return tuple(int(part) for part in version.split(".")[: len(minimum)]) >= minimum
+
+
+def rooted(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/"))
+
+
+def read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except (OSError, ValueError):
+        return None
+
+
+def read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (OSError, ValueError):
+        return None
+
+
+def _first_line(path: str) -> str:
+    text = read_text(path)
+    return text.splitlines()[0].strip() if text and text.strip() else ""
+
+
+def _hex_id(text: str | None) -> str | None:
+    value = (text or "").strip().lower()
+    return value if re.fullmatch(r"0x[0-9a-f]+", value) else None
+
+
+def _link_name(path: str) -> str | None:
+    """Basename of what a sysfs link (driver, iommu_group) points at; null when there is no link."""
+    try:
+        target = os.readlink(path)
+    except OSError:
+        return None
+    return os.path.basename(target.rstrip("/")) or None
+
+
+def read_pci_functions(root: str, vendor_id: str = NVIDIA_VENDOR_ID) -> list[dict]:
+    """The PCI functions of one vendor, from /sys/bus/pci/devices, in PCI address order."""
+    base = rooted(root, "/sys/bus/pci/devices")
+    try:
+        addresses = sorted(os.listdir(base))
+    except OSError:
+        return []
+    functions = []
+    for address in addresses:
+        path = os.path.join(base, address)
+        if _hex_id(read_text(os.path.join(path, "vendor"))) != vendor_id:
+            continue
+        iommu_group = _link_name(os.path.join(path, "iommu_group"))
+        functions.append(
+            {
+                "pci_address": address,
+                "vendor_id": vendor_id,
+                "device_id": _hex_id(read_text(os.path.join(path, "device"))),
+                "class": _hex_id(read_text(os.path.join(path, "class"))),
+                "numa_node": parse_numa_node(read_text(os.path.join(path, "numa_node"))),
+                "iommu_group": int(iommu_group) if iommu_group and iommu_group.isdigit() else None,
+                "driver": _link_name(os.path.join(path, "driver")),
+                "virtual_function": os.path.lexists(os.path.join(path, "physfn")),
+            }
+        )
+    return functions
+
+
+def classify_nvidia_functions(functions: list[dict]) -> tuple[list[dict], list[dict], int]:
+    """NVIDIA PCI functions -> (GPUs, NVSwitches, number of GPU virtual functions)."""
+    gpus, nvswitches, virtual_functions = [], [], 0
+    for function in functions:
+        if function["vendor_id"] != NVIDIA_VENDOR_ID or not function["class"]:
+            continue
+        class_prefix = function["class"][:6]
+        if class_prefix in GPU_CLASS_NAMES:
+            if function["virtual_function"]:
+                virtual_functions += 1
+                continue
+            gpus.append(
+                {
+                    "pci_address": function["pci_address"],
+                    "vendor_id": function["vendor_id"],
+                    "device_id": function["device_id"],
+                    "class": function["class"],
+                    "class_name": GPU_CLASS_NAMES[class_prefix],
+                    "numa_node": function["numa_node"],
+                    "iommu_group": function["iommu_group"],
+                    "driver": function["driver"],
+                }
+            )
+        elif class_prefix == NVSWITCH_CLASS_PREFIX:
+            nvswitches.append(
+                {
+                    "pci_address": function["pci_address"],
+                    "device_id": function["device_id"],
+                    "class": function["class"],
+                    "numa_node": function["numa_node"],
+                    "driver": function["driver"],
+                }
+            )
+    return gpus, nvswitches, virtual_functions
+
+
+def driver_facts(root: str) -> dict:
+    proc_text = read_text(rooted(root, "/proc/driver/nvidia/version"))
+    version, module_type = parse_nvidia_driver_version(proc_text)
+    source = "proc" if version else None
+    if version is None:
+        sysfs_version = (read_text(rooted(root, "/sys/module/nvidia/version")) or "").strip()
+        if re.fullmatch(r"\d+(?:\.\d+)+", sysfs_version):
+            version, source = sysfs_version, "sysfs"
+    modules = [name for name in NVIDIA_KERNEL_MODULES if os.path.isdir(rooted(root, f"/sys/module/{name}"))]
+    return {
+        "loaded": proc_text is not None or "nvidia" in modules,
+        "version": version,
+        "source": source,
+        "kernel_module_type": module_type,
+        "modules": modules,
+    }
+
+
+def apparmor_facts(root: str) -> dict:
+    enabled = (read_text(rooted(root, "/sys/module/apparmor/parameters/enabled")) or "").strip()
+    return {
+        "kernel_enabled": enabled.upper().startswith("Y"),
+        "securityfs": os.path.isdir(rooted(root, "/sys/kernel/security/apparmor")),
+    }
+
+
+def fuse_facts(root: str) -> dict:
+    module_dir = rooted(root, "/sys/module/fuse")
+    loaded = os.path.isdir(module_dir)
+    return {
+        "device": os.path.exists(rooted(root, "/dev/fuse")),
+        "module_loaded": loaded,
+        # Only a loadable module has an initstate file; a built-in one has just its parameters.
+        "builtin": loaded and not os.path.exists(os.path.join(module_dir, "initstate")),
+    }
+
+
+def secure_boot_from_files(root: str) -> bool | None:
+    if not os.path.isdir(rooted(root, "/sys/firmware/efi")):
+        return None
+    state = parse_secure_boot_efivar(read_bytes(rooted(root, SECURE_BOOT_EFIVARFS)))
+    if state is None:
+        # Kernels before efivarfs: the data file holds only the value byte.
+        data = read_bytes(rooted(root, SECURE_BOOT_SYSFS))
+        state = data[0] == 1 if data else None
+    return state
+
+
+# /proc/1/cgroup path fragments and the container kind they show (cgroup v1 and hybrid hierarchies).
+CGROUP_CONTAINER_HINTS = (
+    ("/docker/", "docker"),
+    ("/docker-", "docker"),
+    ("libpod", "podman"),
+    ("/lxc/", "lxc"),
+    ("/lxc.payload", "lxc"),
+    ("/kubepods", "container-other"),
+)
+
+
+def container_type_from_files(root: str) -> str | None:
+    for path in ("/run/systemd/container", "/run/host/container-manager"):
+        value = _first_line(rooted(root, path))
+        if value:
+            return value
+    environ = read_bytes(rooted(root, "/proc/1/environ")) or b""
+    for item in environ.split(b"\0"):
+        if item.startswith(b"container=") and item[len(b"container=") :]:
+            return item[len(b"container=") :].decode("utf-8", "replace")
+    if os.path.exists(rooted(root, "/run/.containerenv")):
+        return "podman"
+    if os.path.exists(rooted(root, "/.dockerenv")):
+        return "docker"
+    for line in (read_text(rooted(root, "/proc/1/cgroup")) or "").splitlines():
+        cgroup_path = line.split(":", 2)[-1]
+        for hint, kind in CGROUP_CONTAINER_HINTS:
+            if hint in cgroup_path:
+                return kind
+    return None
+
+
+# DMI value prefixes that name a hypervisor, with systemd-detect-virt's name for it.
+DMI_VM_VENDORS = (
+    ("KVM", "kvm"),
+    ("OpenStack", "kvm"),
+    ("KubeVirt", "kvm"),
+    ("QEMU", "qemu"),
+    ("VMware", "vmware"),
+    ("VMW", "vmware"),
+    ("innotek GmbH", "oracle"),
+    ("VirtualBox", "oracle"),
+    ("Xen", "xen"),
+    ("Bochs", "bochs"),
+    ("Parallels", "parallels"),
+    ("BHYVE", "bhyve"),
+    ("Hyper-V", "microsoft"),
+    ("Google Compute Engine", "google"),
+    ("Amazon EC2", "amazon"),
+)
+DMI_FIELDS = ("product_name", "sys_vendor", "board_vendor", "bios_vendor")
+
+
+def vm_type_from_files(root: str) -> str | None:
+    dmi = {field: _first_line(rooted(root, f"/sys/class/dmi/id/{field}")) for field in DMI_FIELDS}
+    if dmi["sys_vendor"].startswith("Microsoft") and dmi["product_name"].startswith("Virtual Machine"):
+        return "microsoft"
+    for field in DMI_FIELDS:
+        for prefix, kind in DMI_VM_VENDORS:
+            if dmi[field].startswith(prefix):
+                # EC2 bare-metal instances carry Amazon's DMI too; their instance type ends in .metal.
+                if kind == "amazon" and dmi["product_name"].endswith(".metal"):
+                    return None
+                return kind
+    for line in (read_text(rooted(root, "/proc/cpuinfo")) or "").splitlines():
+        if line.startswith("flags") and "hypervisor" in line.split(":", 1)[-1].split():
+            return "vm-other"
+    return None
+
+
+def running_processes(root: str) -> set[str] | None:
+    """Command names (comm) of the processes in <root>/proc; null when no process can be read."""
+    proc = rooted(root, "/proc")
+    try:
+        entries = os.listdir(proc)
+    except OSError:
+        return None
+    names = set()
+    for entry in entries:
+        if entry.isdigit():
+            comm = read_text(os.path.join(proc, entry, "comm"))
+            if comm and comm.strip():
+                names.add(comm.strip())
+    return names or None
+
+
+def find_binary(root: str, name: str, directories: tuple[str, ...] = BIN_DIRS) -> str | None:
+    """Path (as seen on the node) of an executable `name` in `directories` below `root`."""
+    for directory in directories:
+        candidate = os.path.join(directory, name)
+        real = rooted(root, candidate)
+        if os.path.isfile(real) and os.access(real, os.X_OK):
+            return candidate
+    return None
+
+
+# name, binary, systemd unit, API sockets, version parser
+RUNTIMES = (
+    ("docker", "dockerd", "docker.service", ("/run/docker.sock", "/var/run/docker.sock"), parse_docker_version),
+    ("containerd", "containerd", "containerd.service", ("/run/containerd/containerd.sock",), parse_containerd_version),
+    ("crio", "crio", "crio.service", ("/var/run/crio/crio.sock", "/run/crio/crio.sock"), parse_crio_version),
+)
+KUBELET = ("kubelet", "kubelet", "kubelet.service", (), parse_kubelet_version)
+
+RunCommand = Callable[[list[str]], tuple[int, str, str] | None]
+Which = Callable[[str], str | None]
+
+
+def _output(run_command: RunCommand | None, argv: list[str]) -> str | None:
+    """stdout and stderr of a command, or null when commands are off or it could not run."""
+    if run_command is None:
+        return None
+    result = run_command(argv)
+    if result is None:
+        return None
+    _rc, out, err = result
+    return f"{out}\n{err}"
+
+
+def _detect_virt(run_command: RunCommand | None, which: Which, flag: str) -> str | None:
+    """What `systemd-detect-virt <flag>` prints ("none" when it finds nothing), null when it did not run."""
+    binary = which("systemd-detect-virt") if run_command else None
+    if not binary:
+        return None
+    result = run_command([binary, flag])
+    if result is None:
+        return None
+    value = result[1].strip()
+    return value.splitlines()[0] if value else None
+
+
+def _unit_states(run_command: RunCommand | None, which: Which, root: str, units: list[str]) -> dict:
+    """Unit -> `systemctl is-active` answer, when systemd is the init system and commands are on."""
+    if run_command is None or not os.path.isdir(rooted(root, "/run/systemd/system")):
+        return {}
+    systemctl = which("systemctl")
+    if not systemctl:
+        return {}
+    result = run_command([systemctl, "is-active", *units])
+    if result is None:
+        return {}
+    states = result[1].split()
+    return dict(zip(units, states, strict=True)) if len(states) == len(units) else {}
+
+
+def service_facts(
+    root: str,
+    spec: tuple,
+    binary: str | None,
+    version_output: str | None,
+    service_state: str | None,
+    processes: set[str] | None,
+) -> dict:
+    _name, binary_name, _unit, sockets, parse_version = spec
+    version, version_full = parse_version(version_output) if version_output else (None, None)
+    socket = next((path for path in sockets if os.path.exists(rooted(root, path))), None)
+    if service_state is not None:
+        running = service_state == "active" or binary_name in (processes or ())
+    elif processes is not None:
+        running = binary_name in processes
+    else:
+        running = socket is not None
+    return {
+        "installed": binary is not None,
+        "binary": binary,
+        "version": version,
+        "version_full": version_full,
+        "running": running,
+        "service_state": service_state,
+        "socket": socket,
+    }
+
+
+def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None, which: Which | None = None) -> dict:
+    """All the gpu_node facts for the tree at `root`.
+
+    run_command(argv) -> (rc, stdout, stderr), or None when the command could not run; pass None to run no
+    command at all. which(name) -> path or None; the default looks below `root`.
+    """
+    if which is None:
+
+        def which(name: str) -> str | None:
+            return find_binary(root, name)
+
+    gpus, nvswitches, gpu_vf_count = classify_nvidia_functions(read_pci_functions(root))
+    processes = running_processes(root)
+    specs = (*RUNTIMES, KUBELET)
+    binaries = {spec[0]: which(spec[1]) for spec in specs}
+    states = _unit_states(run_command, which, root, [spec[2] for spec in specs])
+    services = {}
+    for spec in specs:
+        binary = binaries[spec[0]]
+        version_output = _output(run_command, [binary, "--version"]) if binary else None
+        services[spec[0]] = service_facts(root, spec, binary, version_output, states.get(spec[2]), processes)
+    kubelet = services.pop("kubelet")
+    kubelet["config_dir_supported"] = version_at_least(kubelet["version"], KUBELET_CONFIG_DIR_MIN)
+
+    # systemd-detect-virt knows more kinds than the files show; "none" from --vm is trusted (EC2 .metal hosts
+    # carry a hypervisor's DMI), "none" from --container is not (it misses some container managers).
+    container_virt = _detect_virt(run_command, which, "--container")
+    container_type = container_virt if container_virt not in (None, "none") else container_type_from_files(root)
+    vm_virt = _detect_virt(run_command, which, "--vm")
+    vm_type = vm_type_from_files(root) if vm_virt is None else (None if vm_virt == "none" else vm_virt)
+
+    secure_boot = secure_boot_from_files(root)
+    if secure_boot is None and run_command and os.path.isdir(rooted(root, "/sys/firmware/efi")):
+        mokutil = which("mokutil")
+        if mokutil:
+            secure_boot = parse_mokutil_sb_state(_output(run_command, [mokutil, "--sb-state"]))
+
+    apparmor = apparmor_facts(root)
+    return {
+        "has_gpu": bool(gpus),
+        "gpu_count": len(gpus),
+        "gpu_vf_count": gpu_vf_count,
+        "gpus": gpus,
+        "nvswitch_count": len(nvswitches),
+        "nvswitches": nvswitches,
+        "driver": driver_facts(root),
+        "nouveau_loaded": os.path.isdir(rooted(root, "/sys/module/nouveau")),
+        "nvidia_smi": which("nvidia-smi"),
+        "runtimes": services,
+        "runtimes_installed": [name for name, facts in services.items() if facts["installed"]],
+        "runtimes_running": [name for name, facts in services.items() if facts["running"]],
+        "kubelet": kubelet,
+        "container": container_type is not None,
+        "container_type": container_type,
+        "vm": vm_type is not None,
+        "vm_type": vm_type,
+        "apparmor_enabled": apparmor["kernel_enabled"] and apparmor["securityfs"],
+        "apparmor": apparmor,
+        "secure_boot": secure_boot,
+        "fuse": fuse_facts(root),
+    }
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/"),
+            gather_runtimes=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    root = os.path.realpath(module.params["root"])
+    if not os.path.isdir(root):
+        module.fail_json(
+            msg=f"root {root} is not a directory: set root to the top of the filesystem tree to inspect,"
+            " or leave it at /."
+        )
+    live = root == "/"
+
+    def which(name: str) -> str | None:
+        if live:
+            return module.get_bin_path(name, opt_dirs=list(BIN_DIRS))
+        return find_binary(root, name)
+
+    def run_command(argv: list[str]) -> tuple[int, str, str] | None:
+        try:
+            return module.run_command(
+                argv, environ_update={"LC_ALL": "C"}, errors="surrogate_or_replace", handle_exceptions=False
+            )
+        except OSError:
+            return None
+
+    commands = run_command if live and module.params["gather_runtimes"] else None
+    facts = gather_gpu_node_facts(root, run_command=commands, which=which)
+    module.exit_json(changed=False, ansible_facts={"gpu_node": facts})
+
+
+if __name__ == "__main__":
+    main()

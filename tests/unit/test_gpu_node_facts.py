@@ -1,0 +1,690 @@
+"""Unit tests for library/gpu_node_facts.py.
+
+Parsers are tested with real command and kernel output. Whole nodes are tested against file trees built
+from tests/fixtures/sysfs/*.yml (see the README there) with real sysfs layouts: relative symlinks from
+/sys/bus/pci/devices into /sys/devices, driver and iommu_group links.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import load_module, run_module
+
+facts_module = load_module("gpu_node_facts")
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
+SECURE_BOOT_VAR = "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+
+# The names other roles use: renaming or dropping one breaks them.
+CONTRACT_KEYS = {
+    "has_gpu",
+    "gpu_count",
+    "gpus",
+    "nvswitch_count",
+    "nvswitches",
+    "driver",
+    "nvidia_smi",
+    "runtimes",
+    "runtimes_installed",
+    "runtimes_running",
+    "kubelet",
+    "container",
+    "container_type",
+    "vm",
+    "vm_type",
+    "apparmor_enabled",
+    "secure_boot",
+    "fuse",
+}
+SERVICE_KEYS = {"installed", "running", "version", "binary"}
+SYSTEMCTL_IS_ACTIVE = (
+    "/usr/bin/systemctl",
+    "is-active",
+    "docker.service",
+    "containerd.service",
+    "crio.service",
+    "kubelet.service",
+)
+
+
+# --- tree builder -------------------------------------------------------------------------------------
+
+
+def _symlink(link: Path, target: Path) -> None:
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(os.path.relpath(target, link.parent))
+
+
+def _add_pci_function(root: Path, line: str) -> None:
+    """Add one function from an `lspci -nn`-like line.
+
+    <address> <vendor>:<device> <class> [numa=N] [iommu=N] [driver=X] [parent=A] [physfn]
+    """
+    address, ids, pci_class, *options = line.split()
+    vendor, device = ids.split(":")
+    opts = dict(option.split("=", 1) if "=" in option else (option, "") for option in options)
+    domain = address.split(":")[0]
+    parent = f"{opts['parent']}/" if "parent" in opts else ""
+    function_dir = root / "sys" / "devices" / f"pci{domain}:00" / f"{parent}{address}"
+    function_dir.mkdir(parents=True)
+    for name, value in (("vendor", vendor), ("device", device), ("class", pci_class)):
+        (function_dir / name).write_text(f"0x{value}\n")
+    (function_dir / "numa_node").write_text(f"{opts.get('numa', '-1')}\n")
+    if "driver" in opts:
+        driver_dir = root / "sys" / "bus" / "pci" / "drivers" / opts["driver"]
+        driver_dir.mkdir(parents=True, exist_ok=True)
+        _symlink(function_dir / "driver", driver_dir)
+    if "iommu" in opts:
+        group_dir = root / "sys" / "kernel" / "iommu_groups" / opts["iommu"]
+        group_dir.mkdir(parents=True, exist_ok=True)
+        _symlink(function_dir / "iommu_group", group_dir)
+    if "physfn" in opts:
+        _symlink(function_dir / "physfn", function_dir.parent)
+    _symlink(root / "sys" / "bus" / "pci" / "devices" / address, function_dir)
+
+
+def build_tree(root: Path, spec: dict) -> Path:
+    for line in spec.get("pci", []):
+        _add_pci_function(root, line)
+    for rel, text in spec.get("files", {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    for rel, hex_bytes in spec.get("binary_files", {}).items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(bytes.fromhex(hex_bytes))
+    for rel in spec.get("dirs", []):
+        (root / rel).mkdir(parents=True, exist_ok=True)
+    for rel in spec.get("executables", []):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("#!/bin/sh\nexit 0\n")
+        (root / rel).chmod(0o755)
+    for pid, comm in spec.get("processes", {}).items():
+        (root / "proc" / str(pid)).mkdir(parents=True, exist_ok=True)
+        (root / "proc" / str(pid) / "comm").write_text(f"{comm}\n")
+    if "cpu_flags" in spec:
+        (root / "proc").mkdir(exist_ok=True)
+        (root / "proc" / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {spec['cpu_flags']}\n\n")
+    return root
+
+
+def node(tmp_path: Path, name: str) -> Path:
+    spec = yaml.safe_load((FIXTURES / f"{name}.yml").read_text())
+    return build_tree(tmp_path / name, spec)
+
+
+class FakeCommands:
+    """Stands in for module.run_command: answers from a table keyed by argv, records every call."""
+
+    def __init__(self, answers: dict[tuple[str, ...], tuple[int, str, str] | None]):
+        self.answers = answers
+        self.calls: list[tuple[str, ...]] = []
+
+    def __call__(self, argv: list[str]):
+        self.calls.append(tuple(argv))
+        return self.answers.get(tuple(argv), (127, "", f"{argv[0]}: command not found"))
+
+
+# --- parsers (real output) ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("Docker version 20.10.24+dfsg1, build 297e128\n", ("20.10.24", "20.10.24+dfsg1")),
+        ("Docker version 26.1.5+dfsg1, build a72d7cd\n", ("26.1.5", "26.1.5+dfsg1")),
+        ("Docker version 28.5.1, build f8215cc\n", ("28.5.1", "28.5.1")),
+        ("dockerd: command not found\n", (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_parse_docker_version(output, expected):
+    assert facts_module.parse_docker_version(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        # Debian 12 package
+        ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+b1\n", ("1.6.20", "1.6.20~ds1")),
+        # Docker's containerd.io package, 2.x
+        ("containerd containerd.io v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376\n", ("2.1.4", "2.1.4")),
+        # Docker's containerd.io package on EL, 1.6
+        ("containerd containerd.io 1.6.32 8b3b7ca2e5ce38e8f31a34f35b2b68ceb8470d89\n", ("1.6.32", "1.6.32")),
+        # upstream release tarball, 1.7
+        (
+            "containerd github.com/containerd/containerd v1.7.24 88bf19b2105c8b17560993bee28a01ddc2f97182\n",
+            ("1.7.24", "1.7.24"),
+        ),
+        # 2.x module path ends in /v2: that is not the version
+        (
+            "containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376\n",
+            ("2.1.4", "2.1.4"),
+        ),
+        ("containerd: error while loading shared libraries\n", (None, None)),
+        (None, (None, None)),
+    ],
+)
+def test_parse_containerd_version(output, expected):
+    assert facts_module.parse_containerd_version(output) == expected
+
+
+CRIO_1_19 = """crio version 1.19.6
+Version:       1.19.6
+GitCommit:     c12bb210e9888cf6160134c7e636ee952c45c05a
+GitTreeState:  clean
+BuildDate:     2022-03-15T18:18:24Z
+GoVersion:     go1.15.2
+Compiler:      gc
+Platform:      linux/amd64
+Linkmode:      dynamic
+"""
+CRIO_VERSION_FIELD_ONLY = """Version:        1.31.0
+GitCommit:      5bd2ce1d0c8a8ac7a4d9a6d7ebf1bbc2e7f2a1b4
+GitCommitDate:  2024-08-27T14:38:54Z
+GitTreeState:   clean
+GoVersion:      go1.22.5
+Compiler:       gc
+Platform:       linux/amd64
+Linkmode:       static
+"""
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        (CRIO_1_19, ("1.19.6", "1.19.6")),
+        ("crio version 1.30.0\nVersion:        1.30.0\nGoVersion:      go1.22.0\n", ("1.30.0", "1.30.0")),
+        (CRIO_VERSION_FIELD_ONLY, ("1.31.0", "1.31.0")),
+        (
+            "INFO[0000] RDT is not enabled: failed to detect resctrl mount point\ncrio version 1.22.0\n",
+            ("1.22.0", "1.22.0"),
+        ),
+        ("GoVersion:      go1.22.5\n", (None, None)),
+    ],
+)
+def test_parse_crio_version(output, expected):
+    assert facts_module.parse_crio_version(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("Kubernetes v1.31.2\n", ("1.31.2", "1.31.2")),
+        ("Kubernetes v1.28.15\n", ("1.28.15", "1.28.15")),
+        ("Kubernetes v1.30.4+k3s1\n", ("1.30.4", "1.30.4+k3s1")),
+        ("Flag --foo has been deprecated\n", (None, None)),
+    ],
+)
+def test_parse_kubelet_version(output, expected):
+    assert facts_module.parse_kubelet_version(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n"
+            "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n",
+            ("535.183.01", "proprietary"),
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.14  Release Build  "
+            "(dvs-builder@U16-I3-B03-4-3)  Thu Feb 22 01:25:25 UTC 2024\n"
+            "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n",
+            ("550.54.14", "open"),
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.65.06  Release Build  "
+            "(dvs-builder@U22-I3-AE18-23-3)  Wed Jul 23 23:07:33 UTC 2025\n",
+            ("580.65.06", "open"),
+        ),
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  177.80  Wed Oct  1 14:43:46 PDT 2008\n",
+            ("177.80", "proprietary"),
+        ),
+        ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64 malformed\n", (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_parse_nvidia_driver_version(text, expected):
+    assert facts_module.parse_nvidia_driver_version(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (bytes.fromhex("0600000001"), True),  # NV+BS+RT attributes, value 1
+        (bytes.fromhex("0600000000"), False),
+        (bytes.fromhex("2600000001"), True),  # with the time-based authenticated write attribute
+        (bytes.fromhex("06000000"), None),  # attributes only: unreadable value
+        (b"", None),
+        (None, None),
+    ],
+)
+def test_parse_secure_boot_efivar(data, expected):
+    assert facts_module.parse_secure_boot_efivar(data) is expected
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("SecureBoot enabled\n", True),
+        ("SecureBoot disabled\n", False),
+        ("SecureBoot disabled\nPlatform is in Setup Mode\n", False),
+        ("This system doesn't support Secure Boot\n", False),
+        ("EFI variables are not supported on this system\n", None),
+        (None, None),
+    ],
+)
+def test_parse_mokutil_sb_state(output, expected):
+    assert facts_module.parse_mokutil_sb_state(output) is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0\n", 0), ("1\n", 1), ("-1\n", None), ("", None), (None, None)])
+def test_parse_numa_node(text, expected):
+    assert facts_module.parse_numa_node(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"), [("1.30.0", True), ("1.31.2", True), ("1.29.10", False), ("2.0", True), (None, None)]
+)
+def test_kubelet_config_dir_threshold(version, expected):
+    assert facts_module.version_at_least(version, facts_module.KUBELET_CONFIG_DIR_MIN) is expected
+
+
+@pytest.mark.parametrize(
+    ("files", "dirs", "expected"),
+    [
+        ({"sys/module/apparmor/parameters/enabled": "Y\n"}, ["sys/kernel/security/apparmor"], (True, True, True)),
+        ({"sys/module/apparmor/parameters/enabled": "N\n"}, ["sys/kernel/security/apparmor"], (False, True, False)),
+        ({"sys/module/apparmor/parameters/enabled": "Y\n"}, [], (True, False, False)),  # container: no securityfs
+        ({}, [], (False, False, False)),  # kernel without AppArmor (EL)
+    ],
+)
+def test_apparmor(tmp_path, files, dirs, expected):
+    root = build_tree(tmp_path, {"files": files, "dirs": dirs})
+    facts = facts_module.gather_gpu_node_facts(str(root))
+    assert (facts["apparmor"]["kernel_enabled"], facts["apparmor"]["securityfs"], facts["apparmor_enabled"]) == expected
+
+
+# --- whole nodes from fixture trees ------------------------------------------------------------------
+
+
+def test_dgx_a100_gpus_and_nvswitches(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+
+    assert facts["has_gpu"] is True
+    assert facts["gpu_count"] == 8
+    assert [gpu["pci_address"] for gpu in facts["gpus"]] == [
+        "0000:10:00.0",
+        "0000:16:00.0",
+        "0000:49:00.0",
+        "0000:4d:00.0",
+        "0000:8a:00.0",
+        "0000:8f:00.0",
+        "0000:c6:00.0",
+        "0000:ca:00.0",
+    ]
+    assert facts["gpus"][0] == {
+        "pci_address": "0000:10:00.0",
+        "vendor_id": "0x10de",
+        "device_id": "0x20b2",
+        "class": "0x030200",
+        "class_name": "3D controller",
+        "numa_node": 0,
+        "iommu_group": 21,
+        "driver": "nvidia",
+    }
+    assert [gpu["numa_node"] for gpu in facts["gpus"]] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert {gpu["driver"] for gpu in facts["gpus"]} == {"nvidia"}
+    assert facts["gpu_vf_count"] == 0
+    assert facts["nvswitch_count"] == 6
+    assert facts["nvswitches"][0] == {
+        "pci_address": "0000:54:00.0",
+        "device_id": "0x1af1",
+        "class": "0x068000",
+        "numa_node": 0,
+        "driver": "nvidia-nvswitch",
+    }
+    assert [switch["pci_address"][5:7] for switch in facts["nvswitches"]] == ["54", "55", "56", "57", "58", "59"]
+
+
+def test_dgx_a100_driver_and_node(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+
+    assert facts["driver"] == {
+        "loaded": True,
+        "version": "535.183.01",
+        "source": "proc",
+        "kernel_module_type": "proprietary",
+        "modules": ["nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_peermem"],
+    }
+    assert facts["nouveau_loaded"] is False
+    assert facts["nvidia_smi"] == "/usr/bin/nvidia-smi"
+    assert facts["secure_boot"] is True
+    assert facts["apparmor_enabled"] is True
+    assert facts["fuse"] == {"device": True, "module_loaded": True, "builtin": False}
+    assert (facts["container"], facts["container_type"]) == (False, None)
+    assert (facts["vm"], facts["vm_type"]) == (False, None)
+
+
+def test_dgx_a100_runtimes_without_commands(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+
+    assert facts["runtimes_installed"] == ["containerd"]
+    assert facts["runtimes_running"] == ["containerd"]
+    assert facts["runtimes"]["containerd"] == {
+        "installed": True,
+        "binary": "/usr/bin/containerd",
+        "version": None,
+        "version_full": None,
+        "running": True,
+        "service_state": None,
+        "socket": "/run/containerd/containerd.sock",
+    }
+    assert facts["runtimes"]["docker"]["installed"] is False
+    assert facts["runtimes"]["docker"]["running"] is False
+    assert facts["runtimes"]["crio"]["binary"] is None
+    assert facts["kubelet"]["installed"] is True
+    assert facts["kubelet"]["running"] is True
+    assert facts["kubelet"]["version"] is None
+    assert facts["kubelet"]["config_dir_supported"] is None
+
+
+def test_dgx_a100_with_commands(tmp_path):
+    root = node(tmp_path, "dgx_a100")
+    commands = FakeCommands(
+        {
+            SYSTEMCTL_IS_ACTIVE: (
+                3,
+                "inactive\nactive\ninactive\nactivating\n",
+                "",
+            ),
+            ("/usr/bin/containerd", "--version"): (
+                0,
+                "containerd github.com/containerd/containerd 1.7.24~ds1 1.7.24~ds1-6+b2\n",
+                "",
+            ),
+            ("/usr/bin/kubelet", "--version"): (0, "Kubernetes v1.31.2\n", ""),
+        }
+    )
+    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+
+    assert facts["runtimes"]["containerd"]["version"] == "1.7.24"
+    assert facts["runtimes"]["containerd"]["version_full"] == "1.7.24~ds1"
+    assert facts["runtimes"]["containerd"]["service_state"] == "active"
+    assert facts["runtimes"]["docker"]["service_state"] == "inactive"
+    assert facts["runtimes_running"] == ["containerd"]
+    assert facts["kubelet"]["version"] == "1.31.2"
+    assert facts["kubelet"]["config_dir_supported"] is True
+    # "activating" is not active, but a kubelet process is there (it restarts in a loop until it joins)
+    assert facts["kubelet"]["service_state"] == "activating"
+    assert facts["kubelet"]["running"] is True
+    # Secure Boot was read from the EFI variable, so mokutil was not needed; no detect-virt binary in the tree
+    assert not [call for call in commands.calls if "mokutil" in call[0] or "detect-virt" in call[0]]
+    assert ("/usr/bin/containerd", "--version") in commands.calls
+    assert not [call for call in commands.calls if call[0] in ("/usr/sbin/dockerd", "/usr/bin/crio")]
+
+
+def test_systemctl_inactive_without_process_is_not_running(tmp_path):
+    spec = yaml.safe_load((FIXTURES / "dgx_a100.yml").read_text())
+    del spec["processes"][1422]  # containerd crashed, its socket file is left behind
+    root = build_tree(tmp_path, spec)
+    commands = FakeCommands(
+        {
+            SYSTEMCTL_IS_ACTIVE: (
+                3,
+                "inactive\nfailed\ninactive\nactive\n",
+                "",
+            ),
+        }
+    )
+    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+
+    assert facts["runtimes"]["containerd"]["running"] is False
+    assert facts["runtimes"]["containerd"]["service_state"] == "failed"
+    assert facts["runtimes"]["containerd"]["socket"] == "/run/containerd/containerd.sock"
+    assert facts["runtimes_running"] == []
+    assert facts["runtimes_installed"] == ["containerd"]
+
+
+def test_workstation_vga_gpu_without_driver(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "workstation")))
+
+    assert facts["has_gpu"] is True
+    assert facts["gpu_count"] == 1, "the GPU's HDMI audio function and the Intel iGPU are not NVIDIA GPUs"
+    assert facts["gpus"] == [
+        {
+            "pci_address": "0000:01:00.0",
+            "vendor_id": "0x10de",
+            "device_id": "0x24b0",
+            "class": "0x030000",
+            "class_name": "VGA compatible controller",
+            "numa_node": None,
+            "iommu_group": 12,
+            "driver": None,
+        }
+    ]
+    assert facts["nvswitch_count"] == 0
+    assert facts["driver"] == {
+        "loaded": False,
+        "version": None,
+        "source": None,
+        "kernel_module_type": None,
+        "modules": [],
+    }
+    assert facts["nvidia_smi"] is None
+    assert facts["secure_boot"] is False
+    assert facts["fuse"] == {"device": True, "module_loaded": False, "builtin": False}
+    assert facts["runtimes_installed"] == ["docker", "containerd"]
+    assert facts["runtimes_running"] == ["docker", "containerd"]
+    assert facts["runtimes"]["docker"]["binary"] == "/usr/sbin/dockerd"
+    assert facts["runtimes"]["docker"]["socket"] == "/run/docker.sock"
+    assert facts["kubelet"]["installed"] is False
+    assert facts["kubelet"]["running"] is False
+
+
+def test_node_without_nvidia(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "no_nvidia")))
+
+    assert facts["has_gpu"] is False
+    assert facts["gpu_count"] == 0
+    assert facts["gpus"] == []
+    assert facts["nvswitches"] == []
+    assert facts["driver"]["loaded"] is False
+    assert facts["secure_boot"] is None, "legacy BIOS boot: no /sys/firmware/efi"
+    assert facts["apparmor_enabled"] is False
+    assert facts["fuse"] == {"device": True, "module_loaded": True, "builtin": True}
+    assert facts["runtimes_installed"] == ["crio"]
+    assert facts["runtimes_running"] == ["crio"]
+    assert facts["runtimes"]["crio"]["socket"] == "/var/run/crio/crio.sock"
+    assert facts["kubelet"]["running"] is True
+    assert (facts["vm"], facts["container"]) == (False, False)
+
+
+def test_container_on_a_vm(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "container")))
+
+    assert (facts["container"], facts["container_type"]) == (True, "docker")
+    assert (facts["vm"], facts["vm_type"]) == (True, "qemu")
+    assert facts["has_gpu"] is False
+    assert facts["apparmor"] == {"kernel_enabled": True, "securityfs": False}
+    assert facts["apparmor_enabled"] is False
+    assert facts["fuse"] == {"device": False, "module_loaded": True, "builtin": False}
+    assert facts["secure_boot"] is None
+    assert facts["runtimes_running"] == ["docker", "containerd"]
+    assert facts["runtimes"]["containerd"]["socket"] is None
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"run/.containerenv": 'engine="podman-4.3.1"\n'}, "podman"),
+        ({"run/systemd/container": "systemd-nspawn\n"}, "systemd-nspawn"),
+        ({"proc/1/environ": "PATH=/usr/bin\0container=lxc\0TERM=xterm\0"}, "lxc"),
+        ({"proc/1/cgroup": "1:name=systemd:/kubepods/besteffort/pod0a1b/4e5f\n"}, "container-other"),
+        ({"proc/1/cgroup": "0::/init.scope\n"}, None),
+    ],
+)
+def test_container_kinds_from_files(tmp_path, files, expected):
+    facts = facts_module.gather_gpu_node_facts(str(build_tree(tmp_path, {"files": files})))
+    assert facts["container_type"] == expected
+    assert facts["container"] is (expected is not None)
+
+
+@pytest.mark.parametrize(
+    ("dmi", "flags", "expected"),
+    [
+        ({"sys_vendor": "VMware, Inc.", "product_name": "VMware7,1"}, "fpu hypervisor", "vmware"),
+        ({"sys_vendor": "Microsoft Corporation", "product_name": "Virtual Machine"}, "fpu hypervisor", "microsoft"),
+        ({"sys_vendor": "Microsoft Corporation", "product_name": "Surface Laptop 5"}, "fpu vme", None),
+        ({"sys_vendor": "Amazon EC2", "product_name": "p4d.24xlarge"}, "fpu hypervisor", "amazon"),
+        ({"sys_vendor": "Amazon EC2", "product_name": "p4de.metal"}, "fpu vme", None),
+        ({"sys_vendor": "Google", "product_name": "Google Compute Engine"}, "fpu hypervisor", "google"),
+        ({"sys_vendor": "Acme"}, "fpu vme hypervisor", "vm-other"),
+        ({"sys_vendor": "Dell Inc.", "product_name": "PowerEdge XE9680"}, "fpu vme", None),
+    ],
+)
+def test_vm_kinds_from_files(tmp_path, dmi, flags, expected):
+    files = {f"sys/class/dmi/id/{key}": f"{value}\n" for key, value in dmi.items()}
+    facts = facts_module.gather_gpu_node_facts(str(build_tree(tmp_path, {"files": files, "cpu_flags": flags})))
+    assert facts["vm_type"] == expected
+    assert facts["vm"] is (expected is not None)
+
+
+def test_detect_virt_output_wins_over_files(tmp_path):
+    root = node(tmp_path, "container")
+    (root / "usr" / "bin").mkdir(parents=True, exist_ok=True)
+    detect_virt = root / "usr" / "bin" / "systemd-detect-virt"
+    detect_virt.write_text("#!/bin/sh\n")
+    detect_virt.chmod(0o755)
+    commands = FakeCommands(
+        {
+            ("/usr/bin/systemd-detect-virt", "--container"): (0, "docker\n", ""),
+            ("/usr/bin/systemd-detect-virt", "--vm"): (0, "kvm\n", ""),
+        }
+    )
+    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    assert (facts["container_type"], facts["vm_type"]) == ("docker", "kvm")
+
+    commands.answers[("/usr/bin/systemd-detect-virt", "--vm")] = (1, "none\n", "")
+    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    assert (facts["vm"], facts["vm_type"]) == (False, None), "systemd-detect-virt knows better than DMI"
+
+
+def test_gpu_virtual_functions_open_driver_from_sysfs(tmp_path):
+    root = build_tree(
+        tmp_path,
+        {
+            "pci": [
+                "0000:41:00.0 10de:2331 030200 numa=1 iommu=40 driver=nvidia",
+                "0000:41:00.4 10de:2331 030200 numa=1 iommu=44 driver=nvidia physfn",
+                "0000:41:00.5 10de:2331 030200 numa=1 iommu=45 physfn",
+            ],
+            # version from the module's sysfs directory only (no /proc/driver/nvidia in the tree)
+            "files": {"sys/module/nvidia/version": "570.124.06\n", "sys/module/nouveau/initstate": "live\n"},
+        },
+    )
+    facts = facts_module.gather_gpu_node_facts(str(root))
+    assert facts["gpu_count"] == 1
+    assert facts["gpu_vf_count"] == 2
+    assert facts["gpus"][0]["device_id"] == "0x2331"
+    assert facts["driver"]["loaded"] is True
+    assert (facts["driver"]["version"], facts["driver"]["source"]) == ("570.124.06", "sysfs")
+    assert facts["driver"]["kernel_module_type"] is None
+    assert facts["nouveau_loaded"] is True
+
+
+def test_secure_boot_from_mokutil_when_efivars_are_missing(tmp_path):
+    root = build_tree(tmp_path, {"dirs": ["sys/firmware/efi"], "executables": ["usr/bin/mokutil"]})
+    commands = FakeCommands({("/usr/bin/mokutil", "--sb-state"): (0, "SecureBoot enabled\n", "")})
+    assert facts_module.gather_gpu_node_facts(str(root), run_command=commands)["secure_boot"] is True
+    assert facts_module.gather_gpu_node_facts(str(root))["secure_boot"] is None, "no commands: unknown"
+
+
+def test_old_sysfs_efi_vars_data_file(tmp_path):
+    root = build_tree(
+        tmp_path,
+        {"binary_files": {"sys/firmware/efi/vars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c/data": "01"}},
+    )
+    assert facts_module.gather_gpu_node_facts(str(root))["secure_boot"] is True
+
+
+def test_empty_tree_gives_a_complete_answer(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(tmp_path))
+    assert set(facts) >= CONTRACT_KEYS
+    assert facts["has_gpu"] is False
+    assert facts["driver"]["loaded"] is False
+    assert facts["runtimes_installed"] == []
+    assert facts["secure_boot"] is None
+    assert (facts["container"], facts["vm"]) == (False, False)
+
+
+def test_unreadable_pci_files_are_skipped_not_fatal(tmp_path):
+    root = build_tree(tmp_path, {"pci": ["0000:3b:00.0 10de:20b5 030200 numa=0"]})
+    function_dir = root / "sys" / "bus" / "pci" / "devices" / "0000:3b:00.0"
+    (function_dir / "class").unlink()
+    (function_dir / "numa_node").write_text("garbage\n")
+    (root / "sys" / "bus" / "pci" / "devices" / "0000:3c:00.0").symlink_to("../../../devices/gone")
+    facts = facts_module.gather_gpu_node_facts(str(root))
+    assert facts["gpu_count"] == 0, "a function without a class is not counted as a GPU"
+
+
+# --- the module --------------------------------------------------------------------------------------
+
+
+def test_fact_names_are_the_contract(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+    missing = CONTRACT_KEYS - set(facts)
+    assert not missing, f"fact names other roles use are missing: {sorted(missing)}"
+    for name in ("docker", "containerd", "crio"):
+        assert set(facts["runtimes"][name]) >= SERVICE_KEYS, name
+    assert set(facts["kubelet"]) >= SERVICE_KEYS
+    assert set(facts["driver"]) >= {"loaded", "version"}
+    assert set(facts["fuse"]) >= {"device", "module_loaded"}
+    assert set(facts["gpus"][0]) >= {"pci_address", "vendor_id", "device_id", "class", "numa_node", "driver"}
+    assert set(facts["nvswitches"][0]) >= {"pci_address", "device_id"}
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_module_sets_facts_from_root(tmp_path, monkeypatch, check_mode):
+    from ansible.module_utils.basic import AnsibleModule
+
+    def no_commands(self, *args, **kwargs):
+        raise AssertionError(f"the module ran a command with gather_runtimes=false: {args}")
+
+    monkeypatch.setattr(AnsibleModule, "run_command", no_commands)
+    root = node(tmp_path, "dgx_a100")
+    result = run_module(facts_module, {"root": str(root), "gather_runtimes": False}, check_mode=check_mode)
+
+    assert not result.failed, result.result
+    assert result.result["changed"] is False
+    facts = result.result["ansible_facts"]["gpu_node"]
+    assert facts == facts_module.gather_gpu_node_facts(str(root))
+    assert facts["gpu_count"] == 8
+    assert facts["nvswitch_count"] == 6
+    assert facts["driver"]["version"] == "535.183.01"
+
+
+def test_module_runs_no_command_below_another_root(tmp_path, monkeypatch):
+    from ansible.module_utils.basic import AnsibleModule
+
+    def no_commands(self, *args, **kwargs):
+        raise AssertionError(f"commands describe the running system, not the tree at root: {args}")
+
+    monkeypatch.setattr(AnsibleModule, "run_command", no_commands)
+    result = run_module(facts_module, {"root": str(node(tmp_path, "workstation"))})
+    assert not result.failed, result.result
+    assert result.result["ansible_facts"]["gpu_node"]["runtimes"]["docker"]["version"] is None
+
+
+def test_module_fails_on_a_root_that_is_no_directory(tmp_path):
+    missing = tmp_path / "nope"
+    result = run_module(facts_module, {"root": str(missing)})
+    assert result.failed
+    assert str(missing) in result.result["msg"]
+    assert "not a directory" in result.result["msg"]
