@@ -1,0 +1,296 @@
+#!/usr/bin/python
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""Documentation of the containerd_config action; the work is done by plugins/action/containerd_config.py."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: containerd_config
+short_description: Register a runtime, CDI and other settings in containerd's config.toml, keeping the rest
+description:
+  - Merges a runtime entry (for example the NVIDIA container runtime), the default runtime, CDI and any raw
+    O(settings) into containerd's C(config.toml). Everything it is not told about stays as it is, comments and
+    layout included. The file is edited with tomlkit on the controller, so the node needs nothing but Python.
+  - The runtime's C(options) are copied from the runtime that C(default_runtime_name) names, else from C(runc)
+    (only one with the same C(runtime_type)), so the new runtime gets the same cgroup driver (C(SystemdCgroup))
+    as the kubelet. Then O(runtime.options) is merged over them and C(BinaryName) is set to O(runtime.path).
+    Where there is nothing to copy from, C(SystemdCgroup) is only written when O(runtime.options) gives it.
+  - The tables follow the file's config version. Version 1 (no C(version) key) uses C(plugins.cri),
+    version 2 C(plugins."io.containerd.grpc.v1.cri"), version 3 (containerd 2.x)
+    C(plugins."io.containerd.cri.v1.runtime"). Runtimes live under C(<that table>.containerd.runtimes),
+    C(default_runtime_name) under C(<that table>.containerd), C(enable_cdi) and C(cdi_spec_dirs) in that table.
+  - An empty file counts as version 2 (version 3 where containerd 2.x is installed) and gets a C(version) key
+    written. Any other version (for example 4, introduced by containerd 2.3) fails and changes nothing.
+  - The file is written only when its parsed value changes, never for formatting alone. It is written through
+    M(ansible.builtin.copy) (atomic replace, O(backup), owner/group/mode) after containerd parsed the candidate
+    (O(validate)). C(--check) computes and reports the change and writes nothing; C(--diff) shows it.
+  - This is an action plugin. It must run through plugins/action/containerd_config.py; the module file only
+    documents it.
+version_added: "0.1.0"
+author: gpu-node-provisioning
+options:
+  path:
+    description:
+      - Path of containerd's main configuration file on the node.
+    type: str
+    default: /etc/containerd/config.toml
+  runtime:
+    description:
+      - Runtime to register under C(<CRI table>.containerd.runtimes.<name>).
+    type: dict
+    suboptions:
+      name:
+        description:
+          - Name of the runtime (the key under C(runtimes), and what a RuntimeClass handler refers to).
+        type: str
+        required: true
+      path:
+        description:
+          - Path of the runtime binary on the node; written as C(options.BinaryName).
+        type: str
+        required: true
+      runtime_type:
+        description:
+          - containerd shim of the runtime.
+        type: str
+        default: io.containerd.runc.v2
+      options:
+        description:
+          - >-
+            Runtime options merged over the options copied from the default/runc runtime, for example
+            V({SystemdCgroup: true}). Needed for C(SystemdCgroup) when the file has no runc runtime to copy from.
+        type: dict
+        default: {}
+  default_runtime:
+    description:
+      - Runtime to make the default (C(default_runtime_name)). Leave unset to keep the current default.
+      - Keep runc the default on GPU nodes and give GPUs to pods through CDI; with nvidia as the default,
+        any pod that sets C(NVIDIA_VISIBLE_DEVICES) sees GPUs.
+    type: str
+  enable_cdi:
+    description:
+      - Value of C(enable_cdi) in the CRI table. Leave unset to keep the current value
+        (containerd's default is false in 1.7 and true from 2.0).
+    type: bool
+  cdi_spec_dirs:
+    description:
+      - Value of C(cdi_spec_dirs) in the CRI table, for example V([/etc/cdi, /var/run/cdi]). Combined with the
+        current list according to O(list_strategy).
+    type: list
+    elements: str
+  settings:
+    description:
+      - >-
+        Raw settings deep-merged at the top level of the file (or of the drop-in), for example
+        V({plugins: {io.containerd.grpc.v1.cri: {sandbox_image: registry.example/pause:3.9}}}).
+      - Tables merge key by key at every depth; other values replace the current ones. The typed options above
+        win where they name the same key.
+    type: dict
+    default: {}
+  list_strategy:
+    description:
+      - How a list given here combines with the list already in the file.
+      - V(replace) uses the new list; V(append_unique) keeps the current items and appends the missing new ones;
+        V(prepend_unique) puts the missing new items in front.
+    type: str
+    choices: [replace, append_unique, prepend_unique]
+    default: replace
+  when_missing:
+    description:
+      - What to start from when O(path) does not exist.
+      - V(default) starts from the output of C(containerd config default) run on the node (containerd must be
+        installed); V(empty) starts from an empty file.
+    type: str
+    choices: [default, empty]
+    default: default
+  method:
+    description:
+      - V(inplace) merges into O(path) itself. Works with every containerd version.
+      - V(dropin) writes the settings to O(dropin_path) (only our tables, with the same config version as O(path))
+        and makes sure the top-level C(imports) of O(path) covers it. Allowed only for containerd 2.0 and later;
+        containerd 1.x replaces a whole C(plugins.<id>) table with the imported one, so a drop-in that adds a
+        runtime would wipe the CRI settings of O(path) (runc's C(SystemdCgroup) among them).
+    type: str
+    choices: [inplace, dropin]
+    default: inplace
+  dropin_path:
+    description:
+      - File written when O(method=dropin). The default is C(/etc/containerd/conf.d/99-<runtime name>.toml),
+        or C(/etc/containerd/conf.d/99-gpu-node.toml) without O(runtime).
+      - C(<its directory>/*.toml) is added to C(imports) unless an entry already covers the file.
+    type: str
+  containerd_version:
+    description:
+      - containerd version to assume, for example V(2.1.4). By default it is read from C(containerd --version)
+        on the node. Decides whether O(method=dropin) is allowed and which version an empty file gets.
+    type: str
+  backup:
+    description:
+      - Keep a timestamped copy of each file before it is replaced. No backup is made when nothing changes.
+    type: bool
+    default: false
+  validate:
+    description:
+      - Run C(containerd --config <candidate> config dump) on the node before the candidate replaces the file;
+        a failure leaves the file unchanged and fails the task. Skipped where containerd is not installed.
+    type: bool
+    default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.files
+  - ansible.builtin.action_common_attributes.flow
+  - ansible.builtin.files
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+  safe_file_operations:
+    support: full
+  vault:
+    support: none
+notes:
+  - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
+    O(group) or O(mode) say otherwise. A missing parent directory is created with mode C(0755).
+  - containerd reads its configuration only at start; notify a handler that restarts it when RV(changed) is true.
+  - In O(method=dropin) the drop-in is written before O(path), so the validation of O(path) sees it through
+    C(imports). If writing O(path) then fails, the drop-in stays; the message says so.
+  - Comments of the file are kept; new tables get the file's indentation. Strings this action adds use double
+    quotes.
+requirements:
+  - tomlkit on the controller
+seealso:
+  - module: ansible.builtin.copy
+  - name: containerd configuration (config.toml)
+    description: Every option of containerd's config file and its versions.
+    link: https://github.com/containerd/containerd/blob/main/docs/man/containerd-config.toml.5.md
+  - name: containerd CRI plugin configuration
+    description: The CRI plugin's tables, runtimes and CDI settings.
+    link: https://github.com/containerd/containerd/blob/main/docs/cri/config.md
+"""
+
+EXAMPLES = r"""
+- name: Register the NVIDIA runtime next to runc, with CDI, keeping runc the default
+  containerd_config:
+    runtime:
+      name: nvidia
+      path: /usr/bin/nvidia-container-runtime
+    enable_cdi: true
+    cdi_spec_dirs:
+      - /etc/cdi
+      - /var/run/cdi
+    backup: true
+  notify: Restart containerd
+
+- name: On containerd 2.x, put the runtime in a drop-in instead of editing config.toml
+  containerd_config:
+    method: dropin
+    runtime:
+      name: nvidia
+      path: /usr/bin/nvidia-container-runtime
+  notify: Restart containerd
+
+- name: Pin the pause image and add a registry config path (raw settings, config version 2)
+  containerd_config:
+    settings:
+      plugins:
+        io.containerd.grpc.v1.cri:
+          sandbox_image: registry.example.com/pause:3.9
+          registry:
+            config_path: /etc/containerd/certs.d
+
+- name: Register a runtime where the file has no runc entry to copy options from
+  containerd_config:
+    when_missing: empty
+    runtime:
+      name: nvidia
+      path: /usr/bin/nvidia-container-runtime
+      options:
+        SystemdCgroup: true
+"""
+
+RETURN = r"""
+path:
+  description: The main configuration file.
+  returned: always
+  type: str
+  sample: /etc/containerd/config.toml
+method:
+  description: The value of O(method).
+  returned: always
+  type: str
+  sample: inplace
+version:
+  description: Config version of the main file (1, 2 or 3); also the version of the drop-in.
+  returned: success
+  type: int
+  sample: 2
+runtime_table:
+  description: Dotted key path of the runtime's table (in the drop-in for O(method=dropin)); null without O(runtime).
+  returned: success
+  type: str
+  sample: plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia
+options_copied_from:
+  description: Name of the runtime whose options were copied; null when there was none.
+  returned: success
+  type: str
+  sample: runc
+containerd_version:
+  description: containerd version used for the decisions (from O(containerd_version) or the node); null if unknown.
+  returned: success
+  type: str
+  sample: 1.7.24
+dropin_path:
+  description: The drop-in file.
+  returned: O(method=dropin)
+  type: str
+  sample: /etc/containerd/conf.d/99-nvidia.toml
+diff:
+  description: Before and after text of each file that changes (or would change in check mode).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"before_header": "/etc/containerd/config.toml", "after_header": "/etc/containerd/config.toml",
+            "before": "version = 2\n", "after": "version = 2\n\n[plugins...]\n"}]
+backup_file:
+  description: Path of the backup of the main file.
+  returned: changed and O(backup) is true and the file existed
+  type: str
+  sample: /etc/containerd/config.toml.2345.2025-01-31@12:00:00~
+dropin_backup_file:
+  description: Path of the backup of the drop-in.
+  returned: changed and O(backup) is true and the drop-in existed
+  type: str
+  sample: /etc/containerd/conf.d/99-nvidia.toml.2345.2025-01-31@12:00:00~
+msg:
+  description: What was done, or why nothing was.
+  returned: always
+  type: str
+  sample: updated /etc/containerd/config.toml; restart containerd to apply
+"""
+
+from ansible.module_utils.basic import AnsibleModule, _load_params
+
+
+def main():
+    # This file only documents the action; accept whatever was passed so the message below is what users see.
+    spec = {name: {"type": "raw"} for name in _load_params() if not name.startswith("_ansible_")}
+    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module.fail_json(
+        msg="containerd_config must run through its action plugin (plugins/action/containerd_config.py), which "
+        "edits the file on the controller with tomlkit. Run it from the repository root (ansible.cfg sets "
+        "action_plugins), or add plugins/action to ANSIBLE_ACTION_PLUGINS."
+    )
+
+
+if __name__ == "__main__":
+    main()

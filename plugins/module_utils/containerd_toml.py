@@ -1,0 +1,577 @@
+"""containerd config.toml editing: the pure logic behind the ``containerd_config`` action.
+
+This file runs on the CONTROLLER only (it imports tomlkit, which nodes do not
+need): plugins/action/containerd_config.py loads it by path. No module may
+import it. Unit tests import it directly (tests/unit/conftest.py puts
+plugins/module_utils on sys.path).
+
+Every change goes through the project's merge engine (config_merge.merge_into)
+into a tomlkit document, so comments and the layout of everything we do not
+touch survive; only new items are laid out (indentation and blank lines copied
+from the file's own style).
+
+Tables per config version (see shared REFERENCE.md):
+
+=======  ===========================================  ==============================
+version  CRI table (enable_cdi, cdi_spec_dirs)        runtimes / default_runtime_name
+=======  ===========================================  ==============================
+1        ``plugins.cri``                              ``<cri>.containerd.runtimes`` /
+                                                      ``<cri>.containerd``
+2        ``plugins."io.containerd.grpc.v1.cri"``      same, under the CRI table
+3        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table
+=======  ===========================================  ==============================
+
+A file without a ``version`` key is version 1; an empty file (nothing but
+comments and blank lines) counts as version 2, or 3 where containerd 2.x runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import importlib.util
+import posixpath
+import re
+import sys
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tomlkit
+from tomlkit.exceptions import ParseError, TOMLKitError
+from tomlkit.items import AoT, Comment, Table, Whitespace
+
+try:  # unit tests: plugins/module_utils is on sys.path
+    import config_merge
+except ImportError:  # pragma: no cover - controller: load the sibling file by path
+
+    def _load_sibling(name: str):
+        module_name = f"gpu_node_provisioning_{name}"
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).with_name(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    config_merge = _load_sibling("config_merge")
+
+DEFAULT_PATH = "/etc/containerd/config.toml"
+DEFAULT_DROPIN_DIR = "/etc/containerd/conf.d"
+DEFAULT_RUNTIME_TYPE = "io.containerd.runc.v2"
+SUPPORTED_VERSIONS = (1, 2, 3)
+CRI_TABLES = {
+    1: ("plugins", "cri"),
+    2: ("plugins", "io.containerd.grpc.v1.cri"),
+    3: ("plugins", "io.containerd.cri.v1.runtime"),
+}
+DROPIN_MIN_CONTAINERD = (2, 0)
+DROPIN_HEADER = (
+    "# Managed by Ansible (containerd_config, method=dropin). Local changes are overwritten.\n"
+    "# containerd 2.x deep-merges this file into {root}.\n"
+)
+
+__all__ = [
+    "CRI_TABLES",
+    "DEFAULT_PATH",
+    "DEFAULT_RUNTIME_TYPE",
+    "SUPPORTED_VERSIONS",
+    "ContainerdConfigError",
+    "Outcome",
+    "Request",
+    "TablePaths",
+    "build_changes",
+    "check_dropin_allowed",
+    "config_version",
+    "default_dropin_path",
+    "dotted_key",
+    "ensure_import",
+    "parse_containerd_version",
+    "parse_document",
+    "plan_dropin",
+    "plan_inplace",
+    "render_dropin",
+    "table_paths",
+]
+
+
+class ContainerdConfigError(Exception):
+    """A problem the user has to fix; the message names the file, the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class TablePaths:
+    """Key paths (lists of keys) of the tables this action edits, for one config version."""
+
+    cri: tuple
+    containerd: tuple
+    runtimes: tuple
+
+    def runtime(self, name: str) -> tuple:
+        return (*self.runtimes, name)
+
+
+@dataclass
+class Request:
+    """What the user asked for (the action's options, already type-checked)."""
+
+    runtime: Mapping | None = None
+    default_runtime: str | None = None
+    enable_cdi: bool | None = None
+    cdi_spec_dirs: list | None = None
+    settings: Mapping = field(default_factory=dict)
+    list_strategy: str = "replace"
+
+
+@dataclass
+class Outcome:
+    """The result of planning one file: texts before and after, and what we learned."""
+
+    path: str
+    before: str
+    after: str
+    changed: bool
+    version: int
+    runtime_table: str | None = None
+    options_copied_from: str | None = None
+    existed: bool = True
+
+    def diff(self) -> dict:
+        return {"before_header": self.path, "after_header": self.path, "before": self.before, "after": self.after}
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def parse_document(text: str, path: str) -> tomlkit.TOMLDocument:
+    """Parse ``text`` (the content of ``path``); raise ContainerdConfigError naming file and position."""
+    try:
+        return tomlkit.parse(text)
+    except ParseError as exc:
+        raise ContainerdConfigError(
+            f"{path} is not valid TOML (line {exc.line}, column {exc.col}): {exc}. "
+            "containerd cannot read it either: fix the file by hand or restore a backup, then run again."
+        ) from exc
+    except TOMLKitError as exc:
+        raise ContainerdConfigError(
+            f"{path} is not valid TOML: {exc}. Fix the file by hand or restore a backup, then run again."
+        ) from exc
+
+
+def _is_empty(doc) -> bool:
+    return len(doc) == 0
+
+
+def config_version(doc, path: str, empty_version: int = 2) -> int:
+    """Return the config version of ``doc`` (see the module docstring); raise for unsupported versions."""
+    if _is_empty(doc):
+        return empty_version
+    if "version" not in doc:
+        return 1
+    version = doc["version"].unwrap() if hasattr(doc["version"], "unwrap") else doc["version"]
+    supported = "1 (no version key, containerd 1.x), 2 (containerd 1.x and 2.x) and 3 (containerd 2.x)"
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ContainerdConfigError(
+            f"{path}: the top-level 'version' must be an integer, found {version!r}. "
+            f"Supported config versions are {supported}; fix the 'version' line."
+        )
+    if version not in SUPPORTED_VERSIONS:
+        raise ContainerdConfigError(
+            f"{path} uses containerd config version {version}, which containerd_config does not support "
+            f"(supported: {supported}). Its table layout is unknown to this action, so nothing was changed: "
+            "edit the file by hand, or add the version's table mapping to plugins/module_utils/containerd_toml.py."
+        )
+    return version
+
+
+def table_paths(version: int) -> TablePaths:
+    """Key paths of the CRI table, its ``containerd`` table and the runtimes table for ``version``."""
+    if version not in CRI_TABLES:
+        raise ContainerdConfigError(f"containerd config version {version} is not supported (supported: 1, 2, 3)")
+    cri = CRI_TABLES[version]
+    return TablePaths(cri=cri, containerd=(*cri, "containerd"), runtimes=(*cri, "containerd", "runtimes"))
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def dotted_key(path) -> str:
+    """Render a key path the way a TOML table header names it: plugins."io.containerd.grpc.v1.cri".containerd."""
+    return ".".join(
+        key if _BARE_KEY.match(key) else '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"' for key in path
+    )
+
+
+def parse_containerd_version(text: str | None) -> tuple[int, int, int] | None:
+    """Version of containerd from ``containerd --version`` output or a version string; None if none is found.
+
+    Understands e.g. ``containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3``,
+    ``containerd containerd.io 1.7.27 05044ec...``, ``... containerd/v2 v2.1.4 ...`` and ``2.0``.
+    """
+    if not text:
+        return None
+    for token in str(text).split():
+        match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", token)
+        if match:
+            return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+    return None
+
+
+def check_dropin_allowed(containerd_version: tuple | None, path: str) -> None:
+    """Raise unless drop-ins are safe for this containerd (2.0+ deep-merges imported plugin tables)."""
+    if containerd_version is None:
+        raise ContainerdConfigError(
+            f"method=dropin needs to know containerd's version, and it could not be found (containerd --version "
+            f"failed and containerd_version is not set). Set containerd_version, or use method=inplace to edit {path}."
+        )
+    if tuple(containerd_version[:2]) < DROPIN_MIN_CONTAINERD:
+        found = ".".join(str(part) for part in containerd_version)
+        raise ContainerdConfigError(
+            f"method=dropin is refused for containerd {found}: containerd 1.x replaces a whole plugins.<id> table "
+            f"with the one from an imported file, so a drop-in that only adds a runtime would wipe the CRI settings "
+            f"of {path} (runc's SystemdCgroup among them). Use method=inplace, which merges into {path} itself; "
+            "drop-ins are only safe from containerd 2.0, which deep-merges imported tables."
+        )
+
+
+def default_dropin_path(runtime: Mapping | None) -> str:
+    name = (runtime or {}).get("name") or "gpu-node"
+    return f"{DEFAULT_DROPIN_DIR}/99-{name}.toml"
+
+
+# --------------------------------------------------------------------------- changes
+
+
+def _plain(value):
+    unwrap = getattr(value, "unwrap", None)
+    return unwrap() if callable(unwrap) else copy.deepcopy(value)
+
+
+def _options_source(doc, paths: TablePaths, runtime_name: str, runtime_type: str):
+    """Return (name, options) of the runtime whose options the new runtime copies, or (None, {}).
+
+    Candidates, in order: the runtime named by default_runtime_name, then ``runc``; never the runtime
+    being configured, and only one of the same runtime_type (a kata runtime's options mean nothing to runc).
+    """
+    runtimes = config_merge.get_path(doc, list(paths.runtimes), {})
+    if not isinstance(runtimes, Mapping):
+        return None, {}
+    default_name = config_merge.get_path(doc, [*paths.containerd, "default_runtime_name"])
+    candidates = []
+    for name in (_plain(default_name) if default_name is not None else None, "runc"):
+        if isinstance(name, str) and name and name != runtime_name and name not in candidates:
+            candidates.append(name)
+    for name in candidates:
+        entry = runtimes.get(name)
+        if not isinstance(entry, Mapping):
+            continue
+        entry_type = entry.get("runtime_type")
+        if entry_type is not None and _plain(entry_type) != runtime_type:
+            continue
+        options = entry.get("options")
+        return name, (_plain(options) if isinstance(options, Mapping) else {})
+    return None, {}
+
+
+def _check_request(request: Request) -> None:
+    runtime = request.runtime
+    if runtime is not None:
+        for key in ("name", "path"):
+            if not isinstance(runtime.get(key), str) or not runtime.get(key):
+                raise ContainerdConfigError(f"runtime.{key} must be a non-empty string, got {runtime.get(key)!r}")
+        if runtime.get("options") is not None and not isinstance(runtime.get("options"), Mapping):
+            raise ContainerdConfigError("runtime.options must be a dict of runtime options (e.g. SystemdCgroup: true)")
+    if request.settings is not None and not isinstance(request.settings, Mapping):
+        raise ContainerdConfigError("settings must be a dict of TOML tables and keys to merge at the top level")
+    if request.list_strategy not in config_merge.LIST_STRATEGIES:
+        raise ContainerdConfigError(
+            f"list_strategy {request.list_strategy!r} is unknown: use one of {', '.join(config_merge.LIST_STRATEGIES)}"
+        )
+
+
+def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str | None, str | None]:
+    """Return (changes, runtime_table, options_copied_from) for ``request`` against ``source_doc``.
+
+    ``changes`` is a plain nested dict for config_merge.merge_into: ``settings`` first, then the typed
+    options on top (they win where both name the same key). The runtime's ``options`` are copied from the
+    default/runc runtime of ``source_doc``, then ``runtime.options`` is merged over them and ``BinaryName``
+    set to ``runtime.path``. Where there is nothing to copy, only the given options are written: pass
+    ``SystemdCgroup: true`` in ``runtime.options`` explicitly then.
+    """
+    _check_request(request)
+    paths = table_paths(version)
+    typed: dict = {}
+    runtime_table = None
+    copied_from = None
+
+    def put(path, value):
+        node = typed
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+
+    if request.runtime is not None:
+        runtime = request.runtime
+        runtime_type = runtime.get("runtime_type") or DEFAULT_RUNTIME_TYPE
+        copied_from, options = _options_source(source_doc, paths, runtime["name"], runtime_type)
+        options = config_merge.merge(options, dict(runtime.get("options") or {}), "replace")
+        options["BinaryName"] = runtime["path"]
+        put(paths.runtime(runtime["name"]), {"runtime_type": runtime_type, "options": options})
+        runtime_table = dotted_key(paths.runtime(runtime["name"]))
+    if request.default_runtime is not None:
+        put((*paths.containerd, "default_runtime_name"), request.default_runtime)
+    if request.enable_cdi is not None:
+        put((*paths.cri, "enable_cdi"), bool(request.enable_cdi))
+    if request.cdi_spec_dirs is not None:
+        put((*paths.cri, "cdi_spec_dirs"), list(request.cdi_spec_dirs))
+    changes = config_merge.merge(dict(request.settings or {}), typed, "replace")
+    return changes, runtime_table, copied_from
+
+
+# --------------------------------------------------------------------------- layout of new items
+
+
+def _renders_header(table: Table) -> bool:
+    if not table.is_super_table():
+        return True
+    return any(not isinstance(item, (Table, AoT, Whitespace, Comment)) for _, item in table.value.body)
+
+
+def _spaces(indent: str) -> str:
+    """The indentation part of a trivia indent (what follows its last newline)."""
+    return indent.rsplit("\n", 1)[-1]
+
+
+def _snapshot(doc) -> tuple[list, dict, set]:
+    """Items of ``doc`` before a merge: (references that keep them alive, {id: table indent or None}, ids of
+    tables that print a header)."""
+    keep, old, rendered = [], {}, set()
+
+    def walk(container):
+        for _key, item in container.body:
+            keep.append(item)
+            old[id(item)] = item.trivia.indent if isinstance(item, Table) else None
+            if isinstance(item, Table):
+                if _renders_header(item):
+                    rendered.add(id(item))
+                walk(item.value)
+
+    walk(doc)
+    return keep, old, rendered
+
+
+def _style(doc, text: str) -> tuple[str, bool]:
+    """(indent step, blank line before table headers) as the file does it; ('', True) for an empty file."""
+    steps: Counter = Counter()
+
+    def walk(container):
+        for _key, item in container.body:
+            if isinstance(item, Table):
+                header = _spaces(item.trivia.indent)
+                if _renders_header(item):
+                    for key, child in item.value.body:
+                        if key is not None and not isinstance(child, (Table, AoT)):
+                            kv = _spaces(child.trivia.indent)
+                            if kv.startswith(header):
+                                steps[kv[len(header) :]] += 1
+                            break
+                walk(item.value)
+
+    walk(doc)
+    step = steps.most_common(1)[0][0] if steps else ""
+    blank = len(re.findall(r"\n[ \t]*\n[ \t]*\[", text))
+    tight = len(re.findall(r"[^\n]\n[ \t]*\[", text))
+    return step, blank >= tight
+
+
+def _tidy(doc, old: dict, old_rendered: set, step: str, blank: bool) -> None:
+    """Give the items the merge added the file's indentation and blank-line style.
+
+    ``old`` and ``old_rendered`` come from _snapshot() taken before the merge. Old tables get back the
+    indentation they had (tomlkit adds a newline to the table after an inserted key). The document is
+    walked in rendering order, tracking whether the text so far ends with an empty line: a new table header
+    gets the indentation of its old sibling tables (else its parent's plus ``step``) and, in a file that
+    separates tables by empty lines, one empty line before it; so does an old header that follows new keys.
+    """
+    state = {"blank": True, "after_new": False}
+
+    def walk(container, owner_indent):
+        kv = next(
+            (
+                _spaces(item.trivia.indent)
+                for key, item in container.body
+                if key is not None and not isinstance(item, (Table, AoT)) and id(item) in old
+            ),
+            "" if owner_indent is None else owner_indent + step,
+        )
+        sibling = next((item for _k, item in container.body if id(item) in old_rendered), None)
+        for key, item in container.body:
+            if isinstance(item, Whitespace):
+                state["blank"] = state["blank"] or "\n" in item.s
+                continue
+            if isinstance(item, Table):
+                renders = _renders_header(item)
+                if id(item) in old_rendered:
+                    header = _spaces(old[id(item)])
+                    item.trivia.indent = old[id(item)]
+                    if blank and state["after_new"] and not state["blank"] and "\n" not in item.trivia.indent:
+                        item.trivia.indent = "\n" + item.trivia.indent
+                else:
+                    header = (
+                        _spaces(sibling.trivia.indent)
+                        if sibling is not None
+                        else ("" if owner_indent is None else owner_indent + step)
+                    )
+                    if renders:  # new, or an old implicit table that now holds keys
+                        item.trivia.indent = ("\n" if blank and not state["blank"] else "") + header
+                    elif id(item) in old:
+                        item.trivia.indent = old[id(item)]
+                    else:
+                        item.trivia.indent = ""  # tomlkit prints a header-less table's indent when it is "\n"
+                if renders:
+                    state.update(blank=False, after_new=id(item) not in old_rendered)
+                elif item.trivia.indent == "\n":
+                    state["blank"] = True
+                walk(item.value, header)
+                continue
+            state["blank"] = False
+            state["after_new"] = False
+            if key is not None and not isinstance(item, AoT) and id(item) not in old:
+                item.trivia.indent = kv
+                state["after_new"] = True
+
+    walk(doc, None)
+
+
+def _merge_document(doc, text: str, changes: Mapping, list_strategy: str) -> bool:
+    """config_merge.merge_into, then lay out what it added like the rest of the file."""
+    keep, old, rendered = _snapshot(doc)  # keep: old items stay alive, so their ids stay unique
+    step, blank = _style(doc, text)
+    changed = config_merge.merge_into(doc, changes, list_strategy)
+    if changed:
+        _tidy(doc, old, rendered, step, blank)
+    del keep
+    return changed
+
+
+# --------------------------------------------------------------------------- plans
+
+
+def _finish(path: str, text: str, original, doc, changed: bool, existed: bool) -> tuple[str, bool]:
+    """Return (after text, changed). Unchanged when the parsed value is the same, whatever the text;
+    a file that does not exist yet is always written."""
+    if changed and not config_merge.values_equal(original, doc.unwrap()):
+        after = tomlkit.dumps(doc)
+        # Our own output must read back as what we meant; anything else is a bug and is never written.
+        if not config_merge.values_equal(tomlkit.parse(after).unwrap(), doc.unwrap()):  # pragma: no cover
+            raise ContainerdConfigError(f"{path}: internal error, the rendered TOML does not parse back")
+        return after, True
+    return text, not existed
+
+
+def plan_inplace(
+    text: str,
+    path: str,
+    request: Request,
+    empty_version: int = 2,
+    existed: bool = True,
+    source_label: str | None = None,
+) -> Outcome:
+    """Merge ``request`` into the config ``text`` of ``path`` (method=inplace); nothing is written here.
+
+    ``empty_version`` is the version an empty file is written as (2, or 3 where containerd 2.x runs);
+    its ``version`` key is written too, because containerd reads a file without one as version 1.
+    ``source_label`` names the text in error messages when it is not the file itself (e.g. the output of
+    ``containerd config default``). ``existed=False`` marks a file that is created (always changed).
+    """
+    label = source_label or path
+    doc = parse_document(text if text.strip() else "", label)  # whitespace only: start from a clean document
+    version = config_version(doc, label, empty_version)
+    original = doc.unwrap()
+    changes, runtime_table, copied_from = build_changes(doc, version, request)
+    if _is_empty(doc) and changes and version >= 2:
+        changes = {"version": version, **changes}
+    changed = _merge_document(doc, text, changes, request.list_strategy)
+    after, changed = _finish(path, text, original, doc, changed, existed)
+    return Outcome(path, text, after, changed, version, runtime_table, copied_from, existed)
+
+
+def ensure_import(doc, root_path: str, dropin_path: str) -> bool:
+    """Make the top-level ``imports`` of ``doc`` cover ``dropin_path``; return True when it changed.
+
+    An entry covers the drop-in when it names it, or is a glob in the same directory whose pattern matches
+    its file name (relative entries are relative to the root config's directory, as containerd reads them).
+    Otherwise ``<drop-in dir>/*.toml`` is appended (the drop-in path itself when it does not end in .toml);
+    the entries already there are kept.
+    """
+    current = config_merge.get_path(doc, ["imports"], [])
+    current = _plain(current)
+    if not isinstance(current, list):
+        raise ContainerdConfigError(
+            f"{root_path}: the top-level 'imports' must be a list of paths, found {current!r}; fix it by hand."
+        )
+    root_dir = posixpath.dirname(root_path)
+    target_dir, target_name = posixpath.split(posixpath.normpath(dropin_path))
+    for entry in current:
+        if not isinstance(entry, str):
+            continue
+        full = entry if posixpath.isabs(entry) else posixpath.join(root_dir, entry)
+        entry_dir, entry_name = posixpath.split(posixpath.normpath(full))
+        if entry_dir == target_dir and fnmatch.fnmatchcase(target_name, entry_name):
+            return False
+    wanted = posixpath.join(target_dir, "*.toml") if target_name.endswith(".toml") else dropin_path
+    return _merge_document(doc, "", {"imports": [wanted]}, "append_unique")
+
+
+def render_dropin(root_path: str, version: int, changes: Mapping, list_strategy: str = "replace") -> str:
+    """The drop-in's text: a header comment, ``version`` (none for version 1) and ``changes``, nothing else."""
+    doc = tomlkit.parse(DROPIN_HEADER.format(root=root_path))
+    if version >= 2:
+        doc["version"] = version
+    config_merge.merge_into(doc, changes, list_strategy)
+    return tomlkit.dumps(doc)
+
+
+def plan_dropin(
+    root_text: str,
+    root_path: str,
+    dropin_text: str | None,
+    dropin_path: str,
+    request: Request,
+    empty_version: int = 3,
+    root_existed: bool = True,
+    root_label: str | None = None,
+) -> tuple[Outcome, Outcome]:
+    """Plan method=dropin: returns (root outcome, drop-in outcome); nothing is written here.
+
+    The root file only gets its top-level ``imports`` extended to cover the drop-in (and ``version`` when
+    it was empty). The drop-in is ours: it is rendered from scratch with the root file's version and only
+    our tables, and rewritten only when its parsed value differs (``dropin_text`` None: it does not exist).
+    The runtime's options are copied from the root file's default/runc runtime.
+    Call check_dropin_allowed() first: on containerd 1.x a drop-in wipes the root file's plugin tables.
+    """
+    label = root_label or root_path
+    root_doc = parse_document(root_text if root_text.strip() else "", label)
+    version = config_version(root_doc, label, empty_version)
+    root_original = root_doc.unwrap()
+    changes, runtime_table, copied_from = build_changes(root_doc, version, request)
+
+    root_changed = False
+    if _is_empty(root_doc) and version >= 2:
+        root_changed |= config_merge.merge_into(root_doc, {"version": version})
+    root_changed |= ensure_import(root_doc, root_path, dropin_path)
+    root_after, root_changed = _finish(root_path, root_text, root_original, root_doc, root_changed, root_existed)
+    root = Outcome(root_path, root_text, root_after, root_changed, version, None, None, root_existed)
+
+    rendered = render_dropin(root_path, version, changes, request.list_strategy)
+    if dropin_text is None:
+        dropin = Outcome(dropin_path, "", rendered, True, version, runtime_table, copied_from, False)
+    else:
+        same = config_merge.values_equal(
+            parse_document(dropin_text, dropin_path).unwrap(), tomlkit.parse(rendered).unwrap()
+        )
+        after = dropin_text if same else rendered
+        dropin = Outcome(dropin_path, dropin_text, after, not same, version, runtime_table, copied_from, True)
+    return root, dropin

@@ -1,0 +1,732 @@
+"""Tests of containerd config.toml editing: the pure layer (containerd_toml) and the action plugin."""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import re
+from pathlib import Path
+from unittest import mock
+
+import containerd_toml as ct
+import pytest
+import tomlkit
+import yaml
+from conftest import load_module, run_module
+
+from config_merge import get_path
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containerd"
+V1 = (FIXTURES / "v1-containerd-1.4.toml").read_text()
+V2 = (FIXTURES / "v2-debian12-containerd-1.6.toml").read_text()
+V3 = (FIXTURES / "v3-containerd-2.1.toml").read_text()
+PATH = "/etc/containerd/config.toml"
+NVIDIA = {"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime"}
+CRI = {
+    1: ["plugins", "cri"],
+    2: ["plugins", "io.containerd.grpc.v1.cri"],
+    3: ["plugins", "io.containerd.cri.v1.runtime"],
+}
+TEXTS = {1: V1, 2: V2, 3: V3}
+
+
+def plain(text: str) -> dict:
+    return tomlkit.parse(text).unwrap()
+
+
+def removed_lines(before: str, after: str) -> list[str]:
+    """Lines of ``before`` that ``after`` lost or changed (a pure addition gives [])."""
+    diff = difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+    return [line for line in diff if line.startswith("-") and not line.startswith("---")]
+
+
+def comment_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "#" in line]
+
+
+# --------------------------------------------------------------------------- versions and tables
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_fixture_versions_are_detected(version):
+    assert ct.config_version(tomlkit.parse(TEXTS[version]), PATH) == version
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_runtime_added_under_the_versions_table_with_runc_options_copied(version):
+    outcome = ct.plan_inplace(TEXTS[version], PATH, ct.Request(runtime=NVIDIA))
+    after = plain(outcome.after)
+    runtimes = get_path(after, [*CRI[version], "containerd", "runtimes"])
+    nvidia = runtimes["nvidia"]
+    assert outcome.changed is True
+    assert outcome.version == version
+    assert outcome.options_copied_from == "runc"
+    assert nvidia["runtime_type"] == "io.containerd.runc.v2"
+    assert nvidia["options"]["SystemdCgroup"] is True
+    assert nvidia["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    # every other runc option is copied too, and runc itself is untouched
+    expected = dict(runtimes["runc"]["options"], BinaryName="/usr/bin/nvidia-container-runtime")
+    assert nvidia["options"] == expected
+    assert runtimes["runc"] == get_path(plain(TEXTS[version]), [*CRI[version], "containerd", "runtimes", "runc"])
+    # nothing else moved: the merge only added lines
+    assert removed_lines(TEXTS[version], outcome.after) == []
+
+
+def test_runtime_table_names_the_dotted_key_path_per_version():
+    tables = {v: ct.plan_inplace(TEXTS[v], PATH, ct.Request(runtime=NVIDIA)).runtime_table for v in (1, 2, 3)}
+    assert tables == {
+        1: "plugins.cri.containerd.runtimes.nvidia",
+        2: 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia',
+        3: 'plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia',
+    }
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_default_runtime_name_is_set_in_the_containerd_table(version):
+    outcome = ct.plan_inplace(TEXTS[version], PATH, ct.Request(runtime=NVIDIA, default_runtime="nvidia"))
+    after = plain(outcome.after)
+    assert get_path(after, [*CRI[version], "containerd", "default_runtime_name"]) == "nvidia"
+    assert removed_lines(TEXTS[version], outcome.after) == [
+        line for line in removed_lines(TEXTS[version], outcome.after) if "default_runtime_name" in line
+    ]
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_enable_cdi_and_spec_dirs_are_set_in_the_cri_table(version):
+    request = ct.Request(enable_cdi=True, cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"])
+    after = plain(ct.plan_inplace(TEXTS[version], PATH, request).after)
+    cri = get_path(after, CRI[version])
+    assert cri["enable_cdi"] is True
+    assert cri["cdi_spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
+
+
+def test_v3_with_cdi_already_enabled_is_unchanged_byte_for_byte():
+    request = ct.Request(enable_cdi=True, cdi_spec_dirs=["/etc/cdi", "/var/run/cdi"])
+    outcome = ct.plan_inplace(V3, PATH, request)
+    assert outcome.changed is False
+    assert outcome.after == V3
+
+
+def test_cdi_spec_dirs_follow_the_list_strategy():
+    text = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  cdi_spec_dirs = ["/opt/cdi"]\n'
+    appended = ct.plan_inplace(text, PATH, ct.Request(cdi_spec_dirs=["/etc/cdi"], list_strategy="append_unique"))
+    replaced = ct.plan_inplace(text, PATH, ct.Request(cdi_spec_dirs=["/etc/cdi"]))
+    assert plain(appended.after)["plugins"]["io.containerd.grpc.v1.cri"]["cdi_spec_dirs"] == ["/opt/cdi", "/etc/cdi"]
+    assert plain(replaced.after)["plugins"]["io.containerd.grpc.v1.cri"]["cdi_spec_dirs"] == ["/etc/cdi"]
+
+
+def test_raw_settings_are_merged_at_top_level_keeping_siblings():
+    settings = {
+        "plugins": {"io.containerd.grpc.v1.cri": {"sandbox_image": "registry.example/pause:3.9", "registry": {}}},
+        "debug": {"level": "info"},
+    }
+    outcome = ct.plan_inplace(V2, PATH, ct.Request(settings=settings))
+    after, before = plain(outcome.after), plain(V2)
+    cri = after["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri["sandbox_image"] == "registry.example/pause:3.9"
+    assert cri["registry"] == before["plugins"]["io.containerd.grpc.v1.cri"]["registry"]
+    assert after["debug"] == dict(before["debug"], level="info")
+    assert cri["containerd"] == before["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    # the changed values are edited in place, their comments stay
+    assert removed_lines(V2, outcome.after) == [
+        '-  level = ""',
+        '-    sandbox_image = "registry.internal.example/pause:3.6"',
+    ]
+    assert "    # admin: pinned to the mirror, the nodes have no internet access\n" in outcome.after
+
+
+def test_typed_options_win_over_raw_settings():
+    settings = {"plugins": {"io.containerd.grpc.v1.cri": {"enable_cdi": False}}}
+    after = plain(ct.plan_inplace(V2, PATH, ct.Request(enable_cdi=True, settings=settings)).after)
+    assert after["plugins"]["io.containerd.grpc.v1.cri"]["enable_cdi"] is True
+
+
+# --------------------------------------------------------------------------- layout, comments, idempotence
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_comments_of_untouched_parts_survive(version):
+    request = ct.Request(runtime=NVIDIA, default_runtime="runc", enable_cdi=True, cdi_spec_dirs=["/etc/cdi"])
+    after = ct.plan_inplace(TEXTS[version], PATH, request).after
+    comments = comment_lines(TEXTS[version])
+    assert len(comments) >= 2
+    for line in comments:
+        assert line in after.splitlines()
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_second_application_gives_identical_text_and_no_change(version):
+    request = ct.Request(runtime=NVIDIA, default_runtime="runc", enable_cdi=True, cdi_spec_dirs=["/etc/cdi"])
+    first = ct.plan_inplace(TEXTS[version], PATH, request)
+    second = ct.plan_inplace(first.after, PATH, request)
+    assert first.changed is True
+    assert second.changed is False
+    assert second.after == first.after
+
+
+def test_new_tables_follow_the_indentation_and_blank_lines_of_a_containerd_generated_file():
+    after = ct.plan_inplace(V2, PATH, ct.Request(runtime=NVIDIA)).after
+    block = (
+        "            SystemdCgroup = true\n"
+        "\n"
+        '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+        '          runtime_type = "io.containerd.runc.v2"\n'
+        "\n"
+        '          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+        '            BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+    )
+    assert block in after
+    untrusted = '      [plugins."io.containerd.grpc.v1.cri".containerd.untrusted_workload_runtime]\n'
+    assert "            SystemdCgroup = true\n\n" + untrusted in after
+
+
+def test_new_tables_in_a_tight_file_get_no_blank_lines():
+    after = ct.plan_inplace(V1, PATH, ct.Request(runtime=NVIDIA, enable_cdi=True)).after
+    assert ("    max_container_log_line_size = 16384\n    enable_cdi = true\n    [plugins.cri.containerd]\n") in after
+    assert (
+        "          NoPivotRoot = false\n"
+        "      [plugins.cri.containerd.runtimes.nvidia]\n"
+        '        runtime_type = "io.containerd.runc.v2"\n'
+        "        [plugins.cri.containerd.runtimes.nvidia.options]\n"
+    ) in after
+
+
+def test_only_formatting_differences_are_not_a_change():
+    text = "version = 2\n[plugins.'io.containerd.grpc.v1.cri']\nenable_cdi=true   # on\ncdi_spec_dirs=['/etc/cdi']\n"
+    outcome = ct.plan_inplace(text, PATH, ct.Request(enable_cdi=True, cdi_spec_dirs=["/etc/cdi"]))
+    assert outcome.changed is False
+    assert outcome.after == text
+
+
+def test_implicit_tables_get_keys_without_breaking_the_file():
+    text = (
+        "version = 2\n"
+        "# admin: keep the pause image pinned\n"
+        '[plugins."io.containerd.grpc.v1.cri"]\n'
+        '  sandbox_image = "registry.k8s.io/pause:3.9"\n'
+        '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+        '    runtime_type = "io.containerd.runc.v2"\n'
+        '    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
+        "      SystemdCgroup = true  # kubelet uses systemd\n"
+    )
+    outcome = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA, default_runtime="runc"))
+    after = plain(outcome.after)
+    containerd = after["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]
+    assert containerd["default_runtime_name"] == "runc"
+    assert containerd["runtimes"]["nvidia"]["options"] == {
+        "SystemdCgroup": True,
+        "BinaryName": "/usr/bin/nvidia-container-runtime",
+    }
+    assert "      SystemdCgroup = true  # kubelet uses systemd\n" in outcome.after
+    assert '  [plugins."io.containerd.grpc.v1.cri".containerd]\n    default_runtime_name = "runc"\n' in outcome.after
+    assert removed_lines(text, outcome.after) == []
+
+
+# --------------------------------------------------------------------------- option sources
+
+
+def test_without_a_runc_runtime_only_explicit_options_are_written():
+    text = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "pause"\n'
+    bare = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA))
+    explicit = ct.plan_inplace(text, PATH, ct.Request(runtime=dict(NVIDIA, options={"SystemdCgroup": True})))
+    runtimes = ["plugins", "io.containerd.grpc.v1.cri", "containerd", "runtimes", "nvidia", "options"]
+    assert bare.options_copied_from is None
+    assert get_path(plain(bare.after), runtimes) == {"BinaryName": "/usr/bin/nvidia-container-runtime"}
+    assert get_path(plain(explicit.after), runtimes) == {
+        "SystemdCgroup": True,
+        "BinaryName": "/usr/bin/nvidia-container-runtime",
+    }
+
+
+def test_options_come_from_the_default_runtime_when_it_is_runc_typed():
+    text = V2.replace('default_runtime_name = "runc"', 'default_runtime_name = "crun"') + (
+        '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n'
+        '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.crun.options]\n'
+        '    BinaryName = "/usr/bin/crun"\n'
+        "    SystemdCgroup = true\n"
+        '    Root = "/run/crun"\n'
+    )
+    outcome = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA))
+    options = plain(outcome.after)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
+    assert outcome.options_copied_from == "crun"
+    assert options["options"] == {
+        "BinaryName": "/usr/bin/nvidia-container-runtime",
+        "SystemdCgroup": True,
+        "Root": "/run/crun",
+    }
+
+
+def test_a_default_runtime_of_another_type_is_not_copied_from():
+    text = V2.replace('default_runtime_name = "runc"', 'default_runtime_name = "kata"') + (
+        '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]\n'
+        '  runtime_type = "io.containerd.kata.v2"\n'
+        '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata.options]\n'
+        '    ConfigPath = "/etc/kata/configuration.toml"\n'
+    )
+    outcome = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA))
+    nvidia = plain(outcome.after)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
+    assert outcome.options_copied_from == "runc"
+    assert "ConfigPath" not in nvidia["options"]
+    assert nvidia["options"]["SystemdCgroup"] is True
+
+
+def test_runtime_that_is_already_the_default_copies_from_runc_and_stays_stable():
+    request = ct.Request(runtime=NVIDIA, default_runtime="nvidia")
+    first = ct.plan_inplace(V2, PATH, request)
+    second = ct.plan_inplace(first.after, PATH, request)
+    assert second.options_copied_from == "runc"
+    assert second.changed is False
+
+
+def test_explicit_runtime_options_are_merged_over_copied_ones():
+    runtime = dict(NVIDIA, runtime_type="io.containerd.runc.v2", options={"SystemdCgroup": False, "Root": "/x"})
+    after = plain(ct.plan_inplace(V2, PATH, ct.Request(runtime=runtime)).after)
+    options = after["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]["options"]
+    assert options["SystemdCgroup"] is False
+    assert options["Root"] == "/x"
+    assert options["CriuPath"] == ""
+
+
+# --------------------------------------------------------------------------- errors and empty files
+
+
+def test_version_4_fails_naming_file_version_and_supported_versions():
+    with pytest.raises(ct.ContainerdConfigError) as err:
+        ct.plan_inplace("version = 4\n[plugins]\n", PATH, ct.Request(runtime=NVIDIA))
+    message = str(err.value)
+    assert PATH in message
+    assert "version 4" in message
+    assert "supported: 1 (no version key, containerd 1.x), 2 (containerd 1.x and 2.x) and 3" in message
+
+
+def test_non_integer_version_fails():
+    with pytest.raises(ct.ContainerdConfigError, match=r"'version' must be an integer, found '2'"):
+        ct.config_version(tomlkit.parse('version = "2"\n'), PATH)
+
+
+def test_garbage_toml_fails_naming_file_and_position():
+    text = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  enable_cdi = yes please\n'
+    with pytest.raises(ct.ContainerdConfigError) as err:
+        ct.plan_inplace(text, PATH, ct.Request(enable_cdi=True))
+    message = str(err.value)
+    assert message.startswith(f"{PATH} is not valid TOML (line 3, column ")
+    assert "restore a backup" in message
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# nothing configured yet\n"])
+def test_empty_text_is_version_2_and_gets_a_version_key(text):
+    outcome = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA, enable_cdi=True))
+    after = plain(outcome.after)
+    assert outcome.version == 2
+    assert after["version"] == 2
+    assert after["plugins"]["io.containerd.grpc.v1.cri"]["enable_cdi"] is True
+    assert after["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]["options"] == {
+        "BinaryName": "/usr/bin/nvidia-container-runtime"
+    }
+    assert "\n\n\n" not in outcome.after
+    assert outcome.after.startswith(text.strip())
+
+
+def test_empty_text_on_containerd_2_is_version_3():
+    outcome = ct.plan_inplace("", PATH, ct.Request(enable_cdi=True), empty_version=3)
+    assert outcome.after == 'version = 3\n\n[plugins."io.containerd.cri.v1.runtime"]\nenable_cdi = true\n'
+
+
+def test_missing_version_key_in_a_non_empty_file_is_version_1():
+    assert ct.config_version(tomlkit.parse('root = "/var/lib/containerd"\n'), PATH) == 1
+
+
+def test_a_missing_file_is_always_written():
+    outcome = ct.plan_inplace(V2, PATH, ct.Request(), existed=False)
+    assert outcome.changed is True
+    assert outcome.after == V2
+
+
+def test_source_label_names_the_text_in_errors():
+    with pytest.raises(ct.ContainerdConfigError, match=r"^/etc/c.toml \(from containerd config default\) uses"):
+        ct.plan_inplace(
+            "version = 4\n", "/etc/c.toml", ct.Request(), source_label="/etc/c.toml (from containerd config default)"
+        )
+
+
+@pytest.mark.parametrize(
+    ("request_kwargs", "message"),
+    [
+        ({"runtime": {"name": "", "path": "/x"}}, "runtime.name must be a non-empty string"),
+        ({"runtime": {"name": "nvidia"}}, "runtime.path must be a non-empty string"),
+        ({"runtime": dict(NVIDIA, options=["SystemdCgroup"])}, "runtime.options must be a dict"),
+        ({"list_strategy": "merge"}, "list_strategy 'merge' is unknown: use one of replace, append_unique"),
+    ],
+)
+def test_bad_requests_are_rejected(request_kwargs, message):
+    with pytest.raises(ct.ContainerdConfigError, match=re.escape(message)):
+        ct.plan_inplace(V2, PATH, ct.Request(**request_kwargs))
+
+
+# --------------------------------------------------------------------------- containerd versions and drop-ins
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3", (1, 6, 20)),
+        ("containerd containerd.io 1.7.27 05044ec0a9a75232cad458027ca83437aae3f4da", (1, 7, 27)),
+        ("containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376", (2, 1, 4)),
+        ("containerd github.com/containerd/containerd/v2 2.1.4~ds2 2.1.4~ds2-1", (2, 1, 4)),
+        ("2.0", (2, 0, 0)),
+        ("", None),
+        ("containerd: command not found", None),
+    ],
+)
+def test_containerd_version_parsing(text, expected):
+    assert ct.parse_containerd_version(text) == expected
+
+
+def test_dropin_refused_for_containerd_1_7_with_the_reason_and_the_fix():
+    with pytest.raises(ct.ContainerdConfigError) as err:
+        ct.check_dropin_allowed((1, 7, 24), PATH)
+    message = str(err.value)
+    assert "refused for containerd 1.7.24" in message
+    assert "containerd 1.x replaces a whole plugins.<id> table" in message
+    assert "SystemdCgroup" in message
+    assert "Use method=inplace" in message
+
+
+def test_dropin_needs_a_known_version():
+    with pytest.raises(ct.ContainerdConfigError, match="Set containerd_version, or use method=inplace"):
+        ct.check_dropin_allowed(None, PATH)
+
+
+@pytest.mark.parametrize("version", [(2, 0, 0), (2, 1, 4), (3, 0, 0)])
+def test_dropin_allowed_from_containerd_2(version):
+    assert ct.check_dropin_allowed(version, PATH) is None
+
+
+def test_default_dropin_path():
+    assert ct.default_dropin_path(NVIDIA) == "/etc/containerd/conf.d/99-nvidia.toml"
+    assert ct.default_dropin_path(None) == "/etc/containerd/conf.d/99-gpu-node.toml"
+
+
+def test_dropin_for_v3_holds_version_3_and_only_our_tables():
+    dropin_path = "/etc/containerd/conf.d/99-nvidia.toml"
+    request = ct.Request(runtime=NVIDIA, default_runtime="runc", enable_cdi=True)
+    _, dropin = ct.plan_dropin(V3, PATH, None, dropin_path, request)
+    content = plain(dropin.after)
+    assert dropin.changed is True
+    assert dropin.version == 3
+    assert dropin.after.startswith("# Managed by Ansible")
+    assert content == {
+        "version": 3,
+        "plugins": {
+            "io.containerd.cri.v1.runtime": {
+                "enable_cdi": True,
+                "containerd": {
+                    "default_runtime_name": "runc",
+                    "runtimes": {
+                        "nvidia": {
+                            "runtime_type": "io.containerd.runc.v2",
+                            "options": dict(
+                                plain(V3)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["runc"][
+                                    "options"
+                                ],
+                                BinaryName="/usr/bin/nvidia-container-runtime",
+                            ),
+                        }
+                    },
+                },
+            }
+        },
+    }
+    assert content["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["nvidia"]["options"][
+        "SystemdCgroup"
+    ]
+    assert dropin.runtime_table == 'plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia'
+
+
+def test_dropin_adds_the_imports_glob_to_the_root_once():
+    dropin_path = "/etc/containerd/conf.d/99-nvidia.toml"
+    request = ct.Request(runtime=NVIDIA)
+    root, dropin = ct.plan_dropin(V3, PATH, None, dropin_path, request)
+    assert root.changed is True
+    assert removed_lines(V3, root.after) == ["-imports = []"]
+    assert '\nimports = ["/etc/containerd/conf.d/*.toml"]\n' in root.after
+    again_root, again_dropin = ct.plan_dropin(root.after, PATH, dropin.after, dropin_path, request)
+    assert again_root.changed is False
+    assert again_root.after == root.after
+    assert again_dropin.changed is False
+    assert again_dropin.after == dropin.after
+    assert again_root.after.count("conf.d/*.toml") == 1
+
+
+def test_dropin_keeps_other_imports_and_accepts_a_covering_entry():
+    dropin_path = "/etc/containerd/conf.d/99-nvidia.toml"
+    text = V3.replace("imports = []", 'imports = ["/etc/containerd/extra.toml"]')
+    root, _ = ct.plan_dropin(text, PATH, None, dropin_path, ct.Request(runtime=NVIDIA))
+    assert plain(root.after)["imports"] == ["/etc/containerd/extra.toml", "/etc/containerd/conf.d/*.toml"]
+    for covering in (
+        '"conf.d/*.toml"',
+        '"/etc/containerd/conf.d/99-*.toml"',
+        '"/etc/containerd/conf.d/99-nvidia.toml"',
+    ):
+        covered, _ = ct.plan_dropin(
+            V3.replace("imports = []", f"imports = [{covering}]"), PATH, None, dropin_path, ct.Request()
+        )
+        assert covered.changed is False, covering
+
+
+def test_dropin_rewrites_a_drifted_dropin_but_not_a_reformatted_one():
+    dropin_path = "/etc/containerd/conf.d/99-nvidia.toml"
+    request = ct.Request(enable_cdi=True)
+    _, first = ct.plan_dropin(V3, PATH, None, dropin_path, request)
+    reformatted = "version=3\n[plugins.'io.containerd.cri.v1.runtime']\nenable_cdi=true\n"
+    _, same = ct.plan_dropin(V3, PATH, reformatted, dropin_path, request)
+    _, drifted = ct.plan_dropin(V3, PATH, reformatted.replace("true", "false"), dropin_path, request)
+    assert same.changed is False
+    assert same.after == reformatted
+    assert drifted.changed is True
+    assert drifted.after == first.after
+
+
+def test_dropin_for_an_empty_root_writes_version_and_imports():
+    root, dropin = ct.plan_dropin(
+        "", PATH, None, "/etc/containerd/conf.d/99-gpu-node.toml", ct.Request(enable_cdi=True)
+    )
+    assert root.after == 'version = 3\nimports = ["/etc/containerd/conf.d/*.toml"]\n'
+    assert plain(dropin.after) == {"version": 3, "plugins": {"io.containerd.cri.v1.runtime": {"enable_cdi": True}}}
+
+
+def test_dropin_for_a_v2_root_uses_v2_tables():
+    _, dropin = ct.plan_dropin(V2, PATH, None, "/etc/containerd/conf.d/99-nvidia.toml", ct.Request(runtime=NVIDIA))
+    assert plain(dropin.after)["version"] == 2
+    assert "io.containerd.grpc.v1.cri" in plain(dropin.after)["plugins"]
+
+
+# --------------------------------------------------------------------------- the module file (documentation only)
+
+
+def test_module_file_refuses_to_run_without_its_action_plugin():
+    result = run_module(load_module("containerd_config"), {"path": PATH})
+    assert result.failed is True
+    assert "must run through its action plugin (plugins/action/containerd_config.py)" in result.result["msg"]
+
+
+def test_documentation_matches_the_action_argument_spec():
+    module = load_module("containerd_config")
+    action = load_module("containerd_config", subdir="plugins/action")
+    doc = yaml.safe_load(module.DOCUMENTATION)
+    fragment_options = {
+        "owner",
+        "group",
+        "mode",
+        "seuser",
+        "serole",
+        "setype",
+        "selevel",
+        "unsafe_writes",
+        "attributes",
+    }
+    assert set(doc["options"]) | fragment_options == set(action.ARGUMENT_SPEC)
+    for name, spec in doc["options"].items():
+        assert spec["type"] == action.ARGUMENT_SPEC[name]["type"], name
+        assert spec.get("default") == action.ARGUMENT_SPEC[name].get("default"), name
+        assert spec.get("choices") == action.ARGUMENT_SPEC[name].get("choices"), name
+    suboptions = doc["options"]["runtime"]["suboptions"]
+    spec_suboptions = action.ARGUMENT_SPEC["runtime"]["options"]
+    assert set(suboptions) == set(spec_suboptions)
+    for name, spec in suboptions.items():
+        assert spec.get("default") == spec_suboptions[name].get("default"), name
+        assert bool(spec.get("required")) == bool(spec_suboptions[name].get("required")), name
+
+
+# --------------------------------------------------------------------------- the action plugin
+
+
+class FakeNode:
+    """The node as the action sees it: files, `containerd` on PATH, and what the copy action received."""
+
+    def __init__(self, files: dict, containerd: str | None = "containerd github.com/containerd/containerd 1.7.24 abc"):
+        self.files = dict(files)
+        self.containerd = containerd
+        self.commands: list[str] = []
+        self.copies: list[dict] = []
+        self.modules: list[tuple[str, dict]] = []
+        self.copy_result: dict = {}
+
+    def low_level(self, cmd, sudoable=True, **_kwargs):
+        self.commands.append(cmd)
+        if self.containerd is None:
+            return {"rc": 127, "stdout": "", "stderr": "containerd: not found"}
+        if cmd.endswith("--version"):
+            return {"rc": 0, "stdout": f"/usr/bin/containerd\n{self.containerd}\n", "stderr": ""}
+        if cmd.endswith("config default"):
+            return {"rc": 0, "stdout": V2, "stderr": ""}
+        raise AssertionError(f"unexpected command {cmd}")
+
+    def stat(self, path, all_vars, follow, checksum=True):
+        directories = {p.rsplit("/", 1)[0] for p in self.files} | {"/etc/containerd"}
+        return {"exists": path in self.files or path in directories, "isdir": path in directories}
+
+    def execute_module(self, module_name, module_args, task_vars=None, wrap_async=False, **_kwargs):
+        self.modules.append((module_name, module_args))
+        if module_name == "ansible.legacy.slurp":
+            return {"content": base64.b64encode(self.files[module_args["src"]].encode()).decode()}
+        if module_name == "ansible.legacy.file":
+            return {"changed": True}
+        raise AssertionError(f"unexpected module {module_name}")
+
+    def copy_action(self, name, task, **_kwargs):
+        assert name == "ansible.legacy.copy"
+        node = self
+
+        class Copy:
+            def run(self, task_vars=None):
+                node.copies.append(dict(task.args))
+                if node.copy_result.get("failed"):
+                    return dict(node.copy_result)
+                node.files[task.args["dest"]] = task.args["content"]
+                return {"changed": True, "dest": task.args["dest"], **node.copy_result}
+
+        return Copy()
+
+
+def run_action(node: FakeNode, args: dict, check_mode: bool = False) -> dict:
+    plugin = load_module("containerd_config", subdir="plugins/action")
+    task = mock.MagicMock()
+    task.args = args
+    task.check_mode = check_mode
+    task.diff = True
+    task.async_val = 0
+    task.action = "containerd_config"
+    task.copy.side_effect = lambda: mock.MagicMock(args={})
+    connection = mock.MagicMock()
+    connection._shell.tmpdir = None
+    action = plugin.ActionModule(task, connection, mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), None)
+    action._shared_loader_obj = mock.MagicMock()
+    action._shared_loader_obj.action_loader.get.side_effect = node.copy_action
+    with (
+        mock.patch.object(action, "_low_level_execute_command", side_effect=node.low_level),
+        mock.patch.object(action, "_execute_remote_stat", side_effect=node.stat),
+        mock.patch.object(action, "_execute_module", side_effect=node.execute_module),
+        mock.patch.object(action, "_remove_tmp_path"),
+    ):
+        return action.run(task_vars={})
+
+
+def test_action_check_mode_reports_the_change_and_writes_nothing():
+    node = FakeNode({PATH: V2})
+    result = run_action(node, {"runtime": NVIDIA, "enable_cdi": True}, check_mode=True)
+    assert result["changed"] is True
+    assert result["msg"] == f"would update {PATH} (check mode, nothing written)"
+    assert node.copies == []
+    assert node.files[PATH] == V2
+    assert result["diff"][0]["before"] == V2
+    assert "runtimes.nvidia]" in result["diff"][0]["after"]
+    assert result["version"] == 2
+    assert result["containerd_version"] == "1.7.24"
+    assert result["runtime_table"] == 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia'
+
+
+def test_action_writes_through_copy_with_backup_validate_and_file_attributes():
+    node = FakeNode({PATH: V2})
+    node.copy_result = {"backup_file": PATH + ".1.bak~"}
+    result = run_action(node, {"runtime": NVIDIA, "backup": True, "owner": "root", "mode": "0640"})
+    expected = ct.plan_inplace(V2, PATH, ct.Request(runtime=NVIDIA)).after
+    assert result["changed"] is True
+    assert result["backup_file"] == PATH + ".1.bak~"
+    assert node.copies == [
+        {
+            "content": expected,
+            "dest": PATH,
+            "follow": True,
+            "backup": True,
+            "force": True,
+            "owner": "root",
+            "mode": "0640",
+            "unsafe_writes": False,
+            "validate": "/usr/bin/containerd --config %s config dump",
+        }
+    ]
+    assert result["msg"] == f"updated {PATH}; restart containerd to apply"
+
+
+def test_action_does_not_write_when_nothing_changes():
+    node = FakeNode({PATH: ct.plan_inplace(V2, PATH, ct.Request(runtime=NVIDIA)).after})
+    result = run_action(node, {"runtime": NVIDIA})
+    assert result["changed"] is False
+    assert result["diff"] == []
+    assert node.copies == []
+    assert "already as requested" in result["msg"]
+
+
+def test_action_starts_a_missing_file_from_containerd_config_default():
+    node = FakeNode({})
+    result = run_action(node, {"runtime": NVIDIA})
+    assert result["changed"] is True
+    assert any(cmd.endswith("config default") for cmd in node.commands)
+    assert node.copies[0]["mode"] == "0644"
+    assert plain(node.files[PATH])["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
+
+
+def test_action_without_containerd_needs_when_missing_empty_and_skips_validation():
+    node = FakeNode({}, containerd=None)
+    failed = run_action(node, {"runtime": NVIDIA})
+    assert failed["failed"] is True
+    assert "containerd is not installed" in failed["msg"]
+    assert "when_missing=empty" in failed["msg"]
+    node = FakeNode({}, containerd=None)
+    result = run_action(node, {"runtime": NVIDIA, "when_missing": "empty"})
+    assert result["changed"] is True
+    assert "validate" not in node.copies[0]
+    assert plain(node.files[PATH])["version"] == 2
+
+
+def test_action_fails_on_version_4_without_writing():
+    node = FakeNode({PATH: "version = 4\n"})
+    result = run_action(node, {"runtime": NVIDIA})
+    assert result["failed"] is True
+    assert f"{PATH} uses containerd config version 4" in result["msg"]
+    assert node.copies == []
+
+
+def test_action_refuses_dropin_on_containerd_1_7():
+    node = FakeNode({PATH: V2})
+    result = run_action(node, {"runtime": NVIDIA, "method": "dropin"})
+    assert result["failed"] is True
+    assert "method=dropin is refused for containerd 1.7.24" in result["msg"]
+    assert node.copies == []
+
+
+def test_action_dropin_on_containerd_2_writes_the_dropin_first_then_the_root():
+    node = FakeNode({PATH: V3}, containerd="containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7")
+    result = run_action(node, {"runtime": NVIDIA, "method": "dropin"})
+    dropin_path = "/etc/containerd/conf.d/99-nvidia.toml"
+    assert result["changed"] is True
+    assert [copy["dest"] for copy in node.copies] == [dropin_path, PATH]
+    assert result["dropin_path"] == dropin_path
+    assert plain(node.files[PATH])["imports"] == ["/etc/containerd/conf.d/*.toml"]
+    assert plain(node.files[dropin_path])["version"] == 3
+    assert (
+        "ansible.legacy.file",
+        {"path": "/etc/containerd/conf.d", "state": "directory", "mode": "0755"},
+    ) in node.modules
+    again = run_action(node, {"runtime": NVIDIA, "method": "dropin"})
+    assert again["changed"] is False
+
+
+def test_action_reports_a_failed_validation_and_names_the_file():
+    node = FakeNode({PATH: V2})
+    node.copy_result = {"failed": True, "msg": "failed to validate", "stderr": "containerd: failed to unmarshal TOML"}
+    result = run_action(node, {"settings": {"oom_score": "abc"}})
+    assert result["failed"] is True
+    assert result["msg"].startswith(f"{PATH} was not changed: writing the new config failed: failed to validate")
+    assert "containerd rejected the candidate" in result["msg"]
+    assert result["stderr"] == "containerd: failed to unmarshal TOML"
+    assert node.files[PATH] == V2
+
+
+def test_action_rejects_unknown_options():
+    from ansible.errors import AnsibleActionFail
+
+    with pytest.raises(AnsibleActionFail, match="Unsupported parameters"):
+        run_action(FakeNode({PATH: V2}), {"runtime": NVIDIA, "mode_of_operation": "x"})
