@@ -45,4 +45,5 @@ def test_molecule_scenario(scenario):
         )
     if result.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-80:]
-        pytest.fail(f"molecule test -s {scenario} failed (rc {result.returncode}); last lines of {log}:\n" + "\n".join(tail))
+        header = f"molecule test -s {scenario} failed (rc {result.returncode}); last lines of {log}:"
+        pytest.fail("\n".join([header, *tail]))

@@ -1,0 +1,25 @@
+"""Runs a scenario playbook again from a testinfra test, against one node.
+
+Verify steps use it to drive a role with other variables (check mode, a changed
+setting, bad input) and assert what ansible-playbook printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+def run_playbook(host, playbook: Path, extra_vars: dict | None = None, *args: str) -> subprocess.CompletedProcess:
+    """ansible-playbook PLAYBOOK against the testinfra host only, from the project root."""
+    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}
+    env["ANSIBLE_NOCOLOR"] = "1"
+    cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "--limit", host.backend.get_hostname()]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    cmd += [*args, str(playbook)]
+    return subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
