@@ -1,0 +1,972 @@
+"""Render the nvidia_driver role's data the way Ansible does and check the exact results.
+
+The role keeps its platform differences as data: defaults/main.yml, vars/main.yml and one platform
+file that tasks/preflight.yml picks with first_found from __nvidia_driver_vars_files. These tests load
+the same files in the same order, render them with Ansible's own Templar for each platform, and assert
+the package names, module streams, repository URLs and decisions (skip, Secure Boot, fabric manager,
+operator mode, reboot) the tasks act on.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles" / "nvidia_driver"
+LOADER = DataLoader()
+CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
+
+PLATFORMS = {
+    "ubuntu2204": {
+        "distribution": "Ubuntu",
+        "distribution_major_version": "22",
+        "distribution_version": "22.04",
+        "distribution_release": "jammy",
+        "os_family": "Debian",
+        "kernel": "5.15.0-91-generic",
+    },
+    "ubuntu2404": {
+        "distribution": "Ubuntu",
+        "distribution_major_version": "24",
+        "distribution_version": "24.04",
+        "distribution_release": "noble",
+        "os_family": "Debian",
+        "kernel": "6.8.0-45-generic",
+    },
+    "rocky8": {
+        "distribution": "Rocky",
+        "distribution_major_version": "8",
+        "distribution_version": "8.10",
+        "distribution_release": "Green Obsidian",
+        "os_family": "RedHat",
+        "kernel": "4.18.0-553.el8_10.x86_64",
+    },
+    "rocky9": {
+        "distribution": "Rocky",
+        "distribution_major_version": "9",
+        "distribution_version": "9.4",
+        "distribution_release": "Blue Onyx",
+        "os_family": "RedHat",
+        "kernel": "5.14.0-427.13.1.el9_4.x86_64",
+    },
+    "rocky10": {
+        "distribution": "Rocky",
+        "distribution_major_version": "10",
+        "distribution_version": "10.0",
+        "distribution_release": "Red Quartz",
+        "os_family": "RedHat",
+        "kernel": "6.12.0-55.9.1.el10_0.x86_64",
+    },
+    "alma9": {
+        "distribution": "AlmaLinux",
+        "distribution_major_version": "9",
+        "distribution_version": "9.4",
+        "distribution_release": "Seafoam Ocelot",
+        "os_family": "RedHat",
+        "kernel": "5.14.0-427.13.1.el9_4.x86_64",
+    },
+    "rhel9": {
+        "distribution": "RedHat",
+        "distribution_major_version": "9",
+        "distribution_version": "9.4",
+        "distribution_release": "Plow",
+        "os_family": "RedHat",
+        "kernel": "5.14.0-427.13.1.el9_4.x86_64",
+    },
+    "debian12": {
+        "distribution": "Debian",
+        "distribution_major_version": "12",
+        "distribution_version": "12.7",
+        "distribution_release": "bookworm",
+        "os_family": "Debian",
+        "kernel": "6.1.0-27-amd64",
+    },
+    "debian13": {
+        "distribution": "Debian",
+        "distribution_major_version": "13",
+        "distribution_version": "13.1",
+        "distribution_release": "trixie",
+        "os_family": "Debian",
+        "kernel": "6.12.48+deb13-amd64",
+    },
+    "forky": {
+        "distribution": "Debian",
+        "distribution_major_version": "n/a",
+        "distribution_version": "n/a",
+        "distribution_release": "forky",
+        "os_family": "Debian",
+        "kernel": "6.16.12+deb14-amd64",
+    },
+    "ubuntu2004": {
+        "distribution": "Ubuntu",
+        "distribution_major_version": "20",
+        "distribution_version": "20.04",
+        "distribution_release": "focal",
+        "os_family": "Debian",
+        "kernel": "5.4.0-200-generic",
+    },
+    "mint21": {
+        "distribution": "Linux Mint",
+        "distribution_major_version": "21",
+        "distribution_version": "21.3",
+        "distribution_release": "virginia",
+        "os_family": "Debian",
+        "kernel": "5.15.0-91-generic",
+    },
+    "arch": {
+        "distribution": "Archlinux",
+        "distribution_major_version": "n/a",
+        "distribution_version": "n/a",
+        "distribution_release": "n/a",
+        "os_family": "Archlinux",
+        "kernel": "6.17.1-arch1-1",
+    },
+}
+
+GPU_NODE = {
+    "has_gpu": True,
+    "gpu_count": 8,
+    "nvswitch_count": 0,
+    "driver": {"loaded": False, "version": None},
+    "container": False,
+    "secure_boot": None,
+}
+
+
+def _load(path: Path) -> dict:
+    return LOADER.load_from_file(str(path), trusted_as_template=True) or {}
+
+
+class Role:
+    """The role's variables for one platform, rendered on demand like Ansible does."""
+
+    def __init__(self, platform: str, arch: str = "x86_64", facts: dict | None = None, **variables):
+        self.facts = dict(PLATFORMS[platform], architecture=arch, gpu_node=dict(GPU_NODE))
+        for key, value in (facts or {}).items():
+            if key == "gpu_node":
+                self.facts["gpu_node"].update(value)
+            else:
+                self.facts[key] = value
+        public = {k: v for k, v in variables.items() if not k.startswith("__")}
+        internal = {k: v for k, v in variables.items() if k.startswith("__")}
+        merged = _load(ROLE / "defaults" / "main.yml")
+        merged.update(public)
+        merged.update(_load(ROLE / "vars" / "main.yml"))
+        merged.update(ansible_facts=self.facts, role_path=str(ROLE), inventory_hostname="node1")
+        self.vars_file = self._first_found(Templar(loader=LOADER, variables=merged))
+        merged.update(_load(self.vars_file))
+        merged.update(internal)
+        self.variables = merged
+        self.templar = Templar(loader=LOADER, variables=merged)
+
+    @staticmethod
+    def _first_found(templar: Templar) -> Path:
+        """Pick the platform file exactly as the role's first_found lookup does."""
+        spec = templar.evaluate_expression(trust_as_template("__nvidia_driver_vars_files"))
+        for name in spec["files"]:
+            for directory in spec["paths"]:
+                candidate = Path(directory) / name
+                if candidate.is_file():
+                    return candidate
+        raise AssertionError(f"no platform file found among {spec['files']}")
+
+    def __getitem__(self, name: str):
+        return self.templar.evaluate_expression(trust_as_template(name))
+
+    def condition(self, expression: str) -> bool:
+        return self.templar.evaluate_conditional(trust_as_template(expression))
+
+
+# ---- platform files ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("platform", "vars_file", "family", "supported"),
+    [
+        ("ubuntu2204", "Ubuntu.yml", "ubuntu", True),
+        ("ubuntu2404", "Ubuntu.yml", "ubuntu", True),
+        ("ubuntu2004", "Ubuntu.yml", "ubuntu", False),
+        ("rocky8", "RedHat.yml", "el", True),
+        ("rocky9", "RedHat.yml", "el", True),
+        ("rocky10", "RedHat.yml", "el", True),
+        ("alma9", "RedHat.yml", "el", True),
+        ("rhel9", "RedHat.yml", "el", True),
+        ("debian12", "Debian_12.yml", "debian", True),
+        ("debian13", "Debian_13.yml", "debian", True),
+        ("forky", "Debian.yml", "debian", True),
+        ("mint21", "Debian.yml", "debian", False),
+        ("arch", "default.yml", "unsupported", False),
+    ],
+)
+def test_platform_file_and_support(platform, vars_file, family, supported):
+    role = Role(platform)
+    assert role.vars_file.name == vars_file
+    assert role["__nvidia_driver_family"] == family
+    assert bool(role["__nvidia_driver_supported"]) is supported
+
+
+@pytest.mark.parametrize(
+    ("platform", "branch", "choices"),
+    [
+        ("debian12", "535", ["535"]),
+        ("debian13", "550", ["550"]),
+        ("forky", "", []),
+        ("ubuntu2204", "580", []),
+        ("rocky9", "580", []),
+    ],
+)
+def test_default_branch(platform, branch, choices):
+    role = Role(platform)
+    assert role["__nvidia_driver_branch"] == branch
+    assert role["__nvidia_driver_branch_choices"] == choices
+
+
+def test_branch_comes_from_the_version_when_only_the_version_is_set():
+    assert Role("ubuntu2204", nvidia_driver_version="570.195.03")["__nvidia_driver_branch"] == "570"
+    assert Role("ubuntu2204", nvidia_driver_branch="575")["__nvidia_driver_branch"] == "575"
+
+
+# ---- Ubuntu ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variables", "specs", "holds", "version_package"),
+    [
+        ({}, ["nvidia-driver-580-server"], ["nvidia-driver-580-server"], "nvidia-kernel-common-580-server"),
+        (
+            {"nvidia_driver_flavour": "open"},
+            ["nvidia-driver-580-server-open"],
+            ["nvidia-driver-580-server-open"],
+            "nvidia-kernel-common-580-server",
+        ),
+        (
+            {"nvidia_driver_ubuntu_packages": "headless"},
+            ["nvidia-headless-580-server", "nvidia-utils-580-server"],
+            ["nvidia-headless-580-server", "nvidia-utils-580-server"],
+            "nvidia-kernel-common-580-server",
+        ),
+        (
+            {
+                "nvidia_driver_ubuntu_packages": "headless",
+                "nvidia_driver_flavour": "open",
+                "nvidia_driver_branch": "570",
+            },
+            ["nvidia-headless-570-server-open", "nvidia-utils-570-server"],
+            ["nvidia-headless-570-server-open", "nvidia-utils-570-server"],
+            "nvidia-kernel-common-570-server",
+        ),
+        (
+            {"nvidia_driver_ubuntu_precompiled": True},
+            [
+                "nvidia-headless-no-dkms-580-server",
+                "nvidia-utils-580-server",
+                "linux-modules-nvidia-580-server-generic",
+            ],
+            ["nvidia-headless-no-dkms-580-server", "nvidia-utils-580-server"],
+            "nvidia-kernel-common-580-server",
+        ),
+        (
+            {
+                "nvidia_driver_ubuntu_precompiled": True,
+                "nvidia_driver_flavour": "open",
+                "nvidia_driver_ubuntu_kernel_flavour": "generic-hwe-22.04",
+            },
+            [
+                "nvidia-headless-no-dkms-580-server-open",
+                "nvidia-utils-580-server",
+                "linux-modules-nvidia-580-server-open-generic-hwe-22.04",
+            ],
+            ["nvidia-headless-no-dkms-580-server-open", "nvidia-utils-580-server"],
+            "nvidia-kernel-common-580-server",
+        ),
+        (
+            {"nvidia_driver_version": "580.95.05"},
+            ["nvidia-driver-580-server=580.95.05-*"],
+            ["nvidia-driver-580-server"],
+            "nvidia-kernel-common-580-server",
+        ),
+        (
+            {"nvidia_driver_ubuntu_cuda_repo": True, "nvidia_driver_ubuntu_packages": "headless"},
+            ["nvidia-headless-580", "nvidia-utils-580"],
+            ["nvidia-headless-580", "nvidia-utils-580"],
+            "nvidia-kernel-common-580",
+        ),
+    ],
+)
+@pytest.mark.parametrize("platform", ["ubuntu2204", "ubuntu2404"])
+def test_ubuntu_packages(platform, variables, specs, holds, version_package):
+    role = Role(platform, **variables)
+    assert role["__nvidia_driver_package_specs"] == specs
+    assert role["__nvidia_driver_hold_packages"] == holds
+    assert role["__nvidia_driver_version_package"] == version_package
+    assert role["__nvidia_driver_pkg_mgr"] == "apt"
+    assert role["__nvidia_driver_module_name"] == "nvidia"
+
+
+@pytest.mark.parametrize(
+    ("platform", "found", "headers"),
+    [
+        ("ubuntu2204", True, ["linux-headers-5.15.0-91-generic", "linux-headers-generic"]),
+        ("ubuntu2204", False, ["linux-headers-generic"]),
+        ("ubuntu2404", True, ["linux-headers-6.8.0-45-generic", "linux-headers-generic"]),
+    ],
+)
+def test_ubuntu_headers_follow_the_apt_lookup(platform, found, headers):
+    policy = "linux-headers-x:\n  Installed: (none)\n  Candidate: 5.15.0-91.101\n" if found else ""
+    role = Role(platform, __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    assert role["__nvidia_driver_kernel_headers_packages"] == headers
+
+
+def test_ubuntu_headers_without_a_candidate_fall_back_to_the_metapackage():
+    policy = "linux-headers-x:\n  Installed: (none)\n  Candidate: (none)\n"
+    role = Role("ubuntu2204", __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    assert role["__nvidia_driver_kernel_headers_packages"] == ["linux-headers-generic"]
+
+
+def test_ubuntu_precompiled_needs_no_headers_and_no_mok_key():
+    role = Role("ubuntu2204", facts={"gpu_node": {"secure_boot": True}}, nvidia_driver_ubuntu_precompiled=True)
+    assert role["__nvidia_driver_builds_modules"] is False
+    assert role["__nvidia_driver_kernel_headers_packages"] == []
+    assert role["__nvidia_driver_mok_missing"] is False
+
+
+@pytest.mark.parametrize(
+    ("platform", "arch", "keyring", "source_file"),
+    [
+        (
+            "ubuntu2204",
+            "x86_64",
+            f"{CUDA}/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb",
+            "/etc/apt/sources.list.d/cuda-ubuntu2204-x86_64.list",
+        ),
+        (
+            "ubuntu2404",
+            "x86_64",
+            f"{CUDA}/ubuntu2404/x86_64/cuda-keyring_1.1-1_all.deb",
+            "/etc/apt/sources.list.d/cuda-ubuntu2404-x86_64.list",
+        ),
+        (
+            "ubuntu2404",
+            "aarch64",
+            f"{CUDA}/ubuntu2404/sbsa/cuda-keyring_1.1-1_all.deb",
+            "/etc/apt/sources.list.d/cuda-ubuntu2404-sbsa.list",
+        ),
+    ],
+)
+def test_ubuntu_cuda_repository(platform, arch, keyring, source_file):
+    role = Role(platform, arch=arch, nvidia_driver_ubuntu_cuda_repo=True)
+    assert role["__nvidia_driver_cuda_keyring_url"] == keyring
+    assert role["__nvidia_driver_cuda_source_file"] == source_file
+
+
+def test_cuda_repository_mirror():
+    role = Role("ubuntu2204", nvidia_driver_cuda_repo_url="http://mirror.example.com/cuda")
+    assert role["__nvidia_driver_cuda_keyring_url"] == (
+        "http://mirror.example.com/cuda/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb"
+    )
+    assert role["__nvidia_driver_official_cuda_repo_url"] == CUDA
+
+
+# ---- RHEL, Rocky Linux, AlmaLinux ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("platform", "variables", "streams", "stream", "specs"),
+    [
+        ("rocky8", {}, True, "580-dkms", ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "nvidia-persistenced"]),
+        ("rocky9", {}, True, "580-dkms", ["nvidia-driver-cuda", "kmod-nvidia-latest-dkms", "nvidia-persistenced"]),
+        (
+            "rocky9",
+            {"nvidia_driver_flavour": "open"},
+            True,
+            "580-open",
+            ["nvidia-driver-cuda", "kmod-nvidia-open-dkms", "nvidia-persistenced"],
+        ),
+        (
+            "rocky9",
+            {"nvidia_driver_version": "570.195.03"},
+            True,
+            "570-dkms",
+            [
+                "nvidia-driver-cuda-570.195.03",
+                "kmod-nvidia-latest-dkms-570.195.03",
+                "nvidia-persistenced-570.195.03",
+            ],
+        ),
+        (
+            "rocky10",
+            {},
+            False,
+            "580-dkms",
+            ["nvidia-driver-cuda-580.*", "kmod-nvidia-latest-dkms-580.*", "nvidia-persistenced-580.*"],
+        ),
+        (
+            "rocky10",
+            {"nvidia_driver_flavour": "open", "nvidia_driver_persistenced": False},
+            False,
+            "580-open",
+            ["nvidia-driver-cuda-580.*", "kmod-nvidia-open-dkms-580.*"],
+        ),
+        (
+            "rocky10",
+            {"nvidia_driver_version": "580.95.05", "nvidia_driver_flavour": "open"},
+            False,
+            "580-open",
+            ["nvidia-driver-cuda-580.95.05", "kmod-nvidia-open-dkms-580.95.05", "nvidia-persistenced-580.95.05"],
+        ),
+    ],
+)
+def test_el_packages_and_module_streams(platform, variables, streams, stream, specs):
+    role = Role(platform, **variables)
+    assert bool(role["__nvidia_driver_dnf_module_streams"]) is streams
+    assert role["__nvidia_driver_dnf_module_stream"] == stream
+    assert role["__nvidia_driver_package_specs"] == specs
+    assert role["__nvidia_driver_pkg_mgr"] == "dnf"
+    assert role["__nvidia_driver_hold_packages"] == [re.sub(r"-(580|570)\..*$", "", spec) for spec in specs]
+
+
+def test_el_module_stream_regex_reads_dnf_output():
+    regex = Role("rocky9")["__nvidia_driver_dnf_module_enabled_regex"]
+    listing = (
+        "CUDA and drivers from NVIDIA\n"
+        "Name          Stream      Profiles                   Summary\n"
+        "nvidia-driver 580-dkms [e] default [d], fm, ks, src  Nvidia driver for 580-dkms branch\n"
+    )
+    assert re.search(regex, listing)
+    assert not re.search(regex, listing.replace("580-dkms [e]", "570-dkms [e]"))
+    assert re.search(regex, listing.replace("580-dkms [e]", "580-dkms [d][e]"))
+    assert not re.search(regex, listing.replace("580-dkms [e]", "580-dkms"))
+
+
+@pytest.mark.parametrize(
+    ("platform", "arch", "repo", "source_file", "epel", "key", "crb"),
+    [
+        (
+            "rocky8",
+            "x86_64",
+            f"{CUDA}/rhel8/x86_64/cuda-rhel8.repo",
+            "/etc/yum.repos.d/cuda-rhel8.repo",
+            "https://dl.fedoraproject.org/pub/epel/epel-release-latest-8.noarch.rpm",
+            "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-8",
+            "powertools",
+        ),
+        (
+            "rocky9",
+            "x86_64",
+            f"{CUDA}/rhel9/x86_64/cuda-rhel9.repo",
+            "/etc/yum.repos.d/cuda-rhel9.repo",
+            "https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm",
+            "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9",
+            "crb",
+        ),
+        (
+            "rocky10",
+            "aarch64",
+            f"{CUDA}/rhel10/sbsa/cuda-rhel10.repo",
+            "/etc/yum.repos.d/cuda-rhel10.repo",
+            "https://dl.fedoraproject.org/pub/epel/epel-release-latest-10.noarch.rpm",
+            "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-10",
+            "crb",
+        ),
+        (
+            "alma9",
+            "x86_64",
+            f"{CUDA}/rhel9/x86_64/cuda-rhel9.repo",
+            "/etc/yum.repos.d/cuda-rhel9.repo",
+            "https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm",
+            "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9",
+            "crb",
+        ),
+        (
+            "rhel9",
+            "x86_64",
+            f"{CUDA}/rhel9/x86_64/cuda-rhel9.repo",
+            "/etc/yum.repos.d/cuda-rhel9.repo",
+            "https://dl.fedoraproject.org/pub/epel/epel-release-latest-9.noarch.rpm",
+            "https://dl.fedoraproject.org/pub/epel/RPM-GPG-KEY-EPEL-9",
+            "codeready-builder-for-rhel-9-x86_64-rpms",
+        ),
+    ],
+)
+def test_el_repositories(platform, arch, repo, source_file, epel, key, crb):
+    role = Role(platform, arch=arch)
+    assert role["__nvidia_driver_cuda_repo_file_url"] == repo
+    assert role["__nvidia_driver_cuda_source_file"] == source_file
+    assert role["__nvidia_driver_epel_release_url"] == epel
+    assert role["__nvidia_driver_epel_gpg_key_url"] == key
+    assert role["__nvidia_driver_crb_repo"] == crb
+
+
+def test_el_mirrors():
+    role = Role(
+        "rocky9",
+        nvidia_driver_cuda_repo_url="https://mirror.example.com/cuda",
+        nvidia_driver_epel_url="https://mirror.example.com/epel",
+    )
+    assert role["__nvidia_driver_cuda_repo_file_url"] == "https://mirror.example.com/cuda/rhel9/x86_64/cuda-rhel9.repo"
+    assert (
+        role["__nvidia_driver_epel_release_url"] == "https://mirror.example.com/epel/epel-release-latest-9.noarch.rpm"
+    )
+
+
+@pytest.mark.parametrize(
+    ("lookup_rc", "headers"),
+    [
+        (0, ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-devel"]),
+        (1, ["kernel-devel"]),
+    ],
+)
+def test_el_headers_follow_the_dnf_lookup(lookup_rc, headers):
+    role = Role("rocky9", __nvidia_driver_headers_lookup={"rc": lookup_rc, "stdout": ""})
+    assert role["__nvidia_driver_kernel_headers_packages"] == headers
+
+
+def test_el_fabric_manager_gets_the_installed_driver_version():
+    role = Role(
+        "rocky9",
+        facts={
+            "gpu_node": {"nvswitch_count": 4},
+            "packages": {"kmod-nvidia-latest-dkms": [{"version": "580.95.05", "release": "1.el9"}]},
+        },
+    )
+    assert role["__nvidia_driver_fabricmanager_enabled"] is True
+    assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabric-manager-580.95.05"
+    assert role["__nvidia_driver_hold_packages"] == [
+        "nvidia-driver-cuda",
+        "kmod-nvidia-latest-dkms",
+        "nvidia-persistenced",
+        "nvidia-fabric-manager",
+    ]
+    assert role["__nvidia_driver_initramfs_command"] == ["dracut", "-f"]
+    assert role["__nvidia_driver_initramfs_tool"] == "/usr/bin/dracut"
+
+
+# ---- Debian ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("platform", "variables", "specs", "holds"),
+    [
+        (
+            "debian12",
+            {},
+            [
+                "nvidia-driver",
+                "nvidia-kernel-dkms",
+                "firmware-nvidia-gsp",
+                "firmware-misc-nonfree",
+                "nvidia-persistenced",
+            ],
+            ["nvidia-driver", "nvidia-kernel-dkms", "firmware-nvidia-gsp"],
+        ),
+        (
+            "debian12",
+            {"nvidia_driver_flavour": "open", "nvidia_driver_persistenced": False},
+            ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp", "firmware-misc-nonfree"],
+            ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp"],
+        ),
+        (
+            "debian12",
+            {"nvidia_driver_version": "535.216.01"},
+            [
+                "nvidia-driver=535.216.01-*",
+                "nvidia-kernel-dkms=535.216.01-*",
+                "firmware-nvidia-gsp=535.216.01-*",
+                "firmware-misc-nonfree",
+                "nvidia-persistenced",
+            ],
+            ["nvidia-driver", "nvidia-kernel-dkms", "firmware-nvidia-gsp"],
+        ),
+        (
+            "debian13",
+            {"nvidia_driver_flavour": "open"},
+            [
+                "nvidia-driver",
+                "nvidia-open-kernel-dkms",
+                "firmware-nvidia-gsp",
+                "firmware-misc-nonfree",
+                "nvidia-persistenced",
+            ],
+            ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp"],
+        ),
+    ],
+)
+def test_debian_packages(platform, variables, specs, holds):
+    role = Role(platform, **variables)
+    assert role["__nvidia_driver_package_specs"] == specs
+    assert role["__nvidia_driver_hold_packages"] == holds
+    assert role["__nvidia_driver_fabricmanager_package"] == ""
+
+
+@pytest.mark.parametrize(
+    ("platform", "suites"),
+    [
+        ("debian12", ["bookworm", "bookworm-updates", "bookworm-security", "bookworm-backports"]),
+        ("debian13", ["trixie", "trixie-updates", "trixie-security", "trixie-backports"]),
+    ],
+)
+def test_debian_apt_components_and_suites(platform, suites):
+    role = Role(platform)
+    assert role["__nvidia_driver_apt_suites"] == suites
+    assert role["__nvidia_driver_apt_components"] == ["contrib", "non-free", "non-free-firmware"]
+    assert role["nvidia_driver_apt_source_files"] == [
+        "/etc/apt/sources.list",
+        "/etc/apt/sources.list.d/debian.sources",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("platform", "arch", "found", "headers"),
+    [
+        ("debian12", "x86_64", True, ["linux-headers-6.1.0-27-amd64", "linux-headers-amd64"]),
+        ("debian12", "x86_64", False, ["linux-headers-amd64"]),
+        ("debian13", "aarch64", False, ["linux-headers-arm64"]),
+        ("debian13", "x86_64", True, ["linux-headers-6.12.48+deb13-amd64", "linux-headers-amd64"]),
+    ],
+)
+def test_debian_headers(platform, arch, found, headers):
+    policy = "x:\n  Installed: (none)\n  Candidate: 6.1.112-1\n" if found else ""
+    role = Role(platform, arch=arch, __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    assert role["__nvidia_driver_kernel_headers_packages"] == headers
+
+
+def test_named_kernel_headers_replace_the_derived_ones():
+    """What molecule does in a container: DKMS builds for the Debian kernel whose headers it installs."""
+    role = Role("debian12", nvidia_driver_kernel_headers=["linux-headers-amd64"])
+    assert role["__nvidia_driver_kernel_headers_packages"] == ["linux-headers-amd64"]
+
+
+@pytest.mark.parametrize(("flavour", "module"), [("proprietary", "nvidia-current"), ("open", "nvidia-current-open")])
+def test_debian_module_name(flavour, module):
+    role = Role("debian13", nvidia_driver_flavour=flavour)
+    assert role["__nvidia_driver_module_name"] == module
+    assert role["__nvidia_driver_initramfs_command"] == ["update-initramfs", "-u"]
+
+
+# ---- decisions -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("has_gpu", "force", "skip"),
+    [(True, False, False), (False, False, True), (False, True, False), (True, True, False)],
+)
+def test_nodes_without_gpu_are_skipped_unless_forced(has_gpu, force, skip):
+    role = Role("debian12", facts={"gpu_node": {"has_gpu": has_gpu}}, nvidia_driver_force=force)
+    assert role["__nvidia_driver_skip"] is skip
+
+
+@pytest.mark.parametrize(
+    ("secure_boot", "variables", "missing"),
+    [
+        (True, {}, True),
+        (True, {"nvidia_driver_mok_key": "/var/lib/dkms/mok.key"}, True),
+        (
+            True,
+            {"nvidia_driver_mok_key": "/var/lib/dkms/mok.key", "nvidia_driver_mok_cert": "/var/lib/dkms/mok.pub"},
+            False,
+        ),
+        (True, {"nvidia_driver_managed_by": "operator"}, False),
+        (False, {}, False),
+        (None, {}, False),
+    ],
+)
+def test_secure_boot_needs_a_mok_key(secure_boot, variables, missing):
+    role = Role("rocky9", facts={"gpu_node": {"secure_boot": secure_boot}}, **variables)
+    assert role["__nvidia_driver_mok_missing"] is missing
+
+
+@pytest.mark.parametrize(
+    ("setting", "nvswitches", "enabled"),
+    [("auto", 0, False), ("auto", 6, True), ("always", 0, True), ("never", 6, False)],
+)
+def test_fabric_manager_follows_the_nvswitches(setting, nvswitches, enabled):
+    role = Role(
+        "ubuntu2204",
+        facts={"gpu_node": {"nvswitch_count": nvswitches}},
+        nvidia_driver_fabricmanager=setting,
+        nvidia_driver_version="580.95.05",
+    )
+    assert role["__nvidia_driver_fabricmanager_enabled"] is enabled
+    assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
+    expected_holds = ["nvidia-driver-580-server"] + (["nvidia-fabricmanager-580"] if enabled else [])
+    assert role["__nvidia_driver_hold_packages"] == expected_holds
+
+
+def test_operator_mode_finds_host_driver_packages_only():
+    packages = {
+        name: [{"version": "1"}]
+        for name in (
+            "nvidia-driver-580-server",
+            "nvidia-dkms-580-server",
+            "linux-modules-nvidia-580-server-generic",
+            "kmod-nvidia-open-dkms",
+            "nvidia-container-toolkit",
+            "libnvidia-container1",
+            "nvidia-fabricmanager-580",
+            "bash",
+        )
+    }
+    role = Role("ubuntu2204", facts={"packages": packages}, nvidia_driver_managed_by="operator")
+    assert role["__nvidia_driver_host_mode"] is False
+    assert role["__nvidia_driver_builds_modules"] is False
+    assert role["__nvidia_driver_host_packages_found"] == [
+        "kmod-nvidia-open-dkms",
+        "linux-modules-nvidia-580-server-generic",
+        "nvidia-dkms-580-server",
+        "nvidia-driver-580-server",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("platform", "installed", "loaded", "expected_version", "required"),
+    [
+        ("debian12", "535.216.01-1~deb12u1", None, "535.216.01", True),
+        ("debian12", "535.216.01-1~deb12u1", "535.216.01", "535.216.01", False),
+        ("ubuntu2204", "580.95.05-0ubuntu0.22.04.2", "570.172.08", "580.95.05", True),
+        ("rocky9", "3:580.95.05", "580.95.05", "580.95.05", False),
+        ("rocky9", None, None, "", False),
+    ],
+)
+def test_reboot_only_when_the_installed_driver_is_not_the_loaded_one(
+    platform, installed, loaded, expected_version, required
+):
+    probe = Role(platform)
+    packages = {} if installed is None else {probe["__nvidia_driver_version_package"]: [{"version": installed}]}
+    role = Role(
+        platform,
+        facts={"packages": packages, "gpu_node": {"driver": {"loaded": loaded is not None, "version": loaded}}},
+    )
+    assert role["__nvidia_driver_installed_version"] == expected_version
+    assert role["__nvidia_driver_reboot_required"] is required
+
+
+@pytest.mark.parametrize(
+    ("variables", "container", "blocker"),
+    [
+        ({}, False, ""),
+        ({"nvidia_driver_reboot": "never"}, False, "nvidia_driver_reboot is never"),
+        ({}, True, "the node is a container"),
+        ({"ansible_connection": "local"}, False, "the play runs over a local connection"),
+        ({"ansible_connection": "ssh"}, False, ""),
+    ],
+)
+def test_reboot_blockers(variables, container, blocker):
+    role = Role("debian12", facts={"gpu_node": {"container": container}}, **variables)
+    assert role["__nvidia_driver_reboot_blocker"] == blocker
+
+
+@pytest.mark.parametrize(
+    ("loaded", "result", "start"), [(True, {}, True), (True, {"changed": True}, False), (False, {}, False)]
+)
+def test_services_start_only_with_a_loaded_unchanged_driver(loaded, result, start):
+    role = Role(
+        "debian12",
+        facts={"gpu_node": {"driver": {"loaded": loaded, "version": "535.216.01" if loaded else None}}},
+        __nvidia_driver_packages_result=result,
+    )
+    assert role["__nvidia_driver_start_services"] is start
+
+
+# ---- variable checks: argument_specs and the preflight asserts ------------------------------------------------
+
+ARGUMENT_SPEC = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+PREFLIGHT = LOADER.load_from_file(str(ROLE / "tasks" / "preflight.yml"), trusted_as_template=True)
+
+
+def _preflight_task(name: str) -> dict:
+    return next(task for task in PREFLIGHT if task["name"] == name)
+
+
+def test_argument_spec_accepts_the_defaults():
+    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(DEFAULTS))
+    assert result.error_messages == []
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            {"nvidia_driver_flavour": "closed"},
+            "value of nvidia_driver_flavour must be one of: proprietary, open, got: closed",
+        ),
+        (
+            {"nvidia_driver_managed_by": "gpu-operator"},
+            "value of nvidia_driver_managed_by must be one of: host, operator",
+        ),
+        ({"nvidia_driver_reboot": "always"}, "value of nvidia_driver_reboot must be one of: auto, never, got: always"),
+        (
+            {"nvidia_driver_fabricmanager": "yes"},
+            "value of nvidia_driver_fabricmanager must be one of: auto, always, never",
+        ),
+        (
+            {"nvidia_driver_module_params": ["NVreg_EnableGpuFirmware=0"]},
+            "'nvidia_driver_module_params' is of type list",
+        ),
+        ({"nvidia_driver_hold": "maybe"}, "'nvidia_driver_hold' is of type str"),
+    ],
+)
+def test_argument_spec_rejects_bad_values(override, message):
+    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(DEFAULTS, **override))
+    assert any(message in error for error in result.error_messages), result.error_messages
+
+
+def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_does():
+    """argument_specs types nvidia_driver_version as str only: a malformed string passes it ..."""
+    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(DEFAULTS, nvidia_driver_version="580.95.05-1ubuntu1"))
+    assert result.error_messages == []
+    # ... and the role's first assert rejects it, with the regex kept in vars/main.yml.
+    task = _preflight_task("Check that nvidia_driver_version is an upstream driver version")
+    assert "__nvidia_driver_version_regex" in task["ansible.builtin.assert"]["that"]
+    assert (
+        Role("ubuntu2204", nvidia_driver_version="580.95.05-1ubuntu1").condition(task["ansible.builtin.assert"]["that"])
+        is False
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "valid"),
+    [
+        ("", True),
+        ("580.95.05", True),
+        ("535.216.01", True),
+        ("550.163.01", True),
+        ("570.86.10", True),
+        ("390.157", True),
+        (580.95, True),
+        ("580", False),
+        ("580.", False),
+        ("580.x", False),
+        ("v580.95.05", False),
+        ("580.95.05-1", False),
+        ("580.95.05.1", False),
+        ("580.95.123", False),
+        ("58.95.05", False),
+        ("latest", False),
+    ],
+)
+def test_preflight_version_assert(version, valid):
+    that = _preflight_task("Check that nvidia_driver_version is an upstream driver version")["ansible.builtin.assert"][
+        "that"
+    ]
+    assert Role("rocky9", nvidia_driver_version=version).condition(that) is valid
+
+
+@pytest.mark.parametrize(
+    ("branch", "valid"), [("", True), ("580", True), (570, True), ("58", False), ("580-server", False)]
+)
+def test_preflight_branch_assert(branch, valid):
+    that = _preflight_task("Check that nvidia_driver_branch is a driver branch")["ansible.builtin.assert"]["that"]
+    assert Role("rocky9", nvidia_driver_branch=branch).condition(that) is valid
+
+
+@pytest.mark.parametrize(
+    ("branch", "version", "valid"),
+    [("", "580.95.05", True), ("580", "", True), ("580", "580.95.05", True), ("570", "580.95.05", False)],
+)
+def test_preflight_branch_and_version_must_agree(branch, version, valid):
+    that = _preflight_task("Check that nvidia_driver_version belongs to nvidia_driver_branch")[
+        "ansible.builtin.assert"
+    ]["that"]
+    role = Role("rocky9", nvidia_driver_branch=branch, nvidia_driver_version=version)
+    assert role.condition(that) is valid
+
+
+@pytest.mark.parametrize(
+    ("platform", "variables", "valid"),
+    [
+        ("debian12", {}, True),
+        ("debian12", {"nvidia_driver_branch": "535"}, True),
+        ("debian12", {"nvidia_driver_branch": "550"}, False),
+        ("debian13", {"nvidia_driver_version": "535.216.01"}, False),
+        ("debian13", {"nvidia_driver_version": "550.163.01"}, True),
+        ("forky", {"nvidia_driver_branch": "560"}, True),
+        ("ubuntu2204", {"nvidia_driver_branch": "535"}, True),
+    ],
+)
+def test_preflight_branch_must_be_packaged(platform, variables, valid):
+    block = _preflight_task("Check the platform and the variables against it")["block"]
+    task = next(t for t in block if t["name"] == "Check that the platform packages the requested branch")
+    assert Role(platform, **variables).condition(task["ansible.builtin.assert"]["that"]) is valid
+
+
+# ---- templates ----------------------------------------------------------------------------------------------------
+
+
+def _render_template(role: Role, relative: str) -> str:
+    """Render a role template with the template module's settings (trim_blocks, kept trailing newline)."""
+    source = (ROLE / "templates" / relative).read_text()
+    templar = role.templar.copy_with_new_env(
+        available_variables=dict(role.variables, ansible_managed="Ansible managed")
+    )
+    return templar.template(
+        trust_as_template(source), escape_backslashes=False, overrides={"trim_blocks": True, "lstrip_blocks": False}
+    )
+
+
+def test_nouveau_blacklist_template():
+    assert _render_template(Role("debian12"), "etc/modprobe.d/blacklist-nouveau.conf.j2") == (
+        "#\n# Ansible managed\n#\n"
+        "# nouveau must not bind the NVIDIA GPUs: the NVIDIA driver owns them.\n"
+        "blacklist nouveau\n"
+        "options nouveau modeset=0\n"
+    )
+
+
+@pytest.mark.parametrize(("platform", "module"), [("ubuntu2404", "nvidia"), ("debian12", "nvidia-current")])
+def test_module_parameters_template(platform, module):
+    role = Role(
+        platform,
+        nvidia_driver_module_params={
+            "NVreg_EnableGpuFirmware": 0,
+            "NVreg_DeviceFileMode": "0660",
+            "NVreg_PreserveVideoMemoryAllocations": True,
+        },
+    )
+    assert _render_template(role, "etc/modprobe.d/nvidia-module-parameters.conf.j2") == (
+        "#\n# Ansible managed\n#\n"
+        "# Parameters of the NVIDIA kernel module (nvidia_driver_module_params).\n"
+        f"options {module} NVreg_DeviceFileMode=0660 NVreg_EnableGpuFirmware=0 NVreg_PreserveVideoMemoryAllocations=1\n"
+    )
+
+
+# ---- check mode -----------------------------------------------------------------------------------------------------
+
+ENABLED_580_DKMS = "nvidia-driver 580-dkms [e] default [d], fm, ks, src  Nvidia driver for 580-dkms branch\n"
+
+
+@pytest.mark.parametrize(
+    ("platform", "registered", "changed"),
+    [
+        ("debian12", {}, False),
+        ("debian12", {"__nvidia_driver_apt_components_result": {"changed": True}}, True),
+        ("ubuntu2204", {"__nvidia_driver_cuda_keyring": {"changed": True}}, True),
+        ("rocky9", {"__nvidia_driver_module_list": {"rc": 1, "stdout": ""}}, True),
+        ("rocky9", {"__nvidia_driver_module_list": {"rc": 0, "stdout": ENABLED_580_DKMS}}, False),
+        ("rocky10", {}, False),
+        ("rocky10", {"__nvidia_driver_cuda_repo_file": {"changed": True}}, True),
+    ],
+)
+def test_sources_changed_in_this_run(platform, registered, changed):
+    assert Role(platform, **registered)["__nvidia_driver_sources_changed"] is changed
+
+
+@pytest.mark.parametrize(
+    ("check_mode", "result", "pending"),
+    [
+        (True, {"changed": True}, True),
+        (True, {"failed": True}, True),
+        (True, {}, False),
+        (False, {"changed": True}, False),
+    ],
+)
+def test_install_pending_only_in_check_mode(check_mode, result, pending):
+    role = Role("debian12", ansible_check_mode=check_mode, __nvidia_driver_packages_result=result)
+    assert role["__nvidia_driver_install_pending"] is pending

@@ -1,0 +1,63 @@
+"""Every role's meta/argument_specs.yml (main entry point) must describe exactly its defaults/main.yml.
+
+Ansible validates a role's variables against argument_specs before the role runs, so a variable that
+is in defaults but not in the spec escapes validation, and a spec option without a default in
+defaults/main.yml is a variable users cannot find. Roles are discovered under roles/, so a new role
+is checked without touching this file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = sorted(path for path in (ROOT / "roles").iterdir() if path.is_dir() and not path.name.startswith("."))
+
+
+def _yaml(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def _spec_options(role: Path) -> dict:
+    specs = _yaml(role / "meta" / "argument_specs.yml")
+    return ((specs.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+
+
+def _defaults(role: Path) -> dict:
+    return _yaml(role / "defaults" / "main.yml")
+
+
+def test_there_are_roles_to_check():
+    assert ROLES, f"no roles found under {ROOT / 'roles'}"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
+def test_argument_spec_options_equal_the_defaults(role):
+    options = set(_spec_options(role))
+    defaults = set(_defaults(role))
+    if not options and not defaults:
+        return  # a role without variables needs neither file
+    assert (role / "meta" / "argument_specs.yml").is_file(), f"{role.name} has defaults but no meta/argument_specs.yml"
+    assert options - defaults == set(), f"{role.name}: in argument_specs but not in defaults/main.yml"
+    assert defaults - options == set(), f"{role.name}: in defaults/main.yml but not in argument_specs"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
+def test_argument_spec_options_are_described_typed_and_default_like_defaults(role):
+    defaults = _defaults(role)
+    problems = []
+    for name, option in _spec_options(role).items():
+        if not option.get("description"):
+            problems.append(f"{name} has no description")
+        if not option.get("type"):
+            problems.append(f"{name} has no type")
+        if "default" in option and name in defaults and option["default"] != defaults[name]:
+            problems.append(f"{name}: default {option['default']!r} differs from defaults/main.yml {defaults[name]!r}")
+        if not name.startswith(f"{role.name}_"):
+            problems.append(f"{name} does not start with the role prefix {role.name}_")
+    assert problems == [], f"{role.name}: " + "; ".join(problems)
