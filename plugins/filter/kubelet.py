@@ -1,0 +1,906 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters of the kubelet role: input checks, the KubeletConfiguration it writes, and decisions.
+
+Everything here is a pure function of its arguments (the role passes variables
+and file contents in), so the unit tests call them without Ansible. YAML is
+parsed and written here, on the controller, where PyYAML is always present:
+the node needs nothing beyond Python's standard library.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import importlib.util
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import yaml
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - Ansible is always there when the role runs
+
+    class AnsibleFilterError(Exception):
+        pass
+
+
+def _load_module_util(name: str):
+    """Import plugins/module_utils/<name>.py by path (controller plugins cannot import custom module_utils)."""
+    module_name = f"_gpu_node_provisioning_module_utils_{name}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    path = Path(__file__).resolve().parents[1] / "module_utils" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_merge = _load_module_util("config_merge")
+_names = _load_module_util("kubernetes_names")
+
+API_VERSION = "kubelet.config.k8s.io/v1beta1"
+KIND = "KubeletConfiguration"
+
+# Top-level fields of KubeletConfiguration (kubelet.config.k8s.io/v1beta1), from
+# staging/src/k8s.io/kubelet/config/v1beta1/types.go of Kubernetes 1.35. Fields
+# newer than this list go in kubelet_config_passthrough, which is not checked.
+KNOWN_FIELDS = frozenset(
+    {
+        "enableServer",
+        "staticPodPath",
+        "podLogsDir",
+        "syncFrequency",
+        "fileCheckFrequency",
+        "httpCheckFrequency",
+        "staticPodURL",
+        "staticPodURLHeader",
+        "address",
+        "port",
+        "readOnlyPort",
+        "tlsCertFile",
+        "tlsPrivateKeyFile",
+        "tlsCipherSuites",
+        "tlsCurvePreferences",
+        "tlsMinVersion",
+        "rotateCertificates",
+        "serverTLSBootstrap",
+        "authentication",
+        "authorization",
+        "registryPullQPS",
+        "registryBurst",
+        "imagePullCredentialsVerificationPolicy",
+        "preloadedImagesVerificationAllowlist",
+        "eventRecordQPS",
+        "eventBurst",
+        "enableDebuggingHandlers",
+        "enableContentionProfiling",
+        "healthzPort",
+        "healthzBindAddress",
+        "oomScoreAdj",
+        "clusterDomain",
+        "clusterDNS",
+        "streamingConnectionIdleTimeout",
+        "nodeStatusUpdateFrequency",
+        "nodeStatusReportFrequency",
+        "nodeLeaseDurationSeconds",
+        "imageMinimumGCAge",
+        "imageMaximumGCAge",
+        "imageGCHighThresholdPercent",
+        "imageGCLowThresholdPercent",
+        "volumeStatsAggPeriod",
+        "kubeletCgroups",
+        "systemCgroups",
+        "cgroupRoot",
+        "cgroupsPerQOS",
+        "cgroupDriver",
+        "cpuManagerPolicy",
+        "singleProcessOOMKill",
+        "cpuManagerPolicyOptions",
+        "cpuManagerReconcilePeriod",
+        "draManagerReconcilePeriod",
+        "memoryManagerPolicy",
+        "topologyManagerPolicy",
+        "topologyManagerScope",
+        "topologyManagerPolicyOptions",
+        "qosReserved",
+        "runtimeRequestTimeout",
+        "hairpinMode",
+        "maxPods",
+        "podCIDR",
+        "podPidsLimit",
+        "resolvConf",
+        "runOnce",
+        "cpuCFSQuota",
+        "cpuCFSQuotaPeriod",
+        "nodeStatusMaxImages",
+        "maxOpenFiles",
+        "contentType",
+        "kubeAPIQPS",
+        "kubeAPIBurst",
+        "serializeImagePulls",
+        "maxParallelImagePulls",
+        "evictionHard",
+        "evictionSoft",
+        "evictionSoftGracePeriod",
+        "evictionPressureTransitionPeriod",
+        "evictionMaxPodGracePeriod",
+        "evictionMinimumReclaim",
+        "mergeDefaultEvictionSettings",
+        "podsPerCore",
+        "enableControllerAttachDetach",
+        "protectKernelDefaults",
+        "makeIPTablesUtilChains",
+        "iptablesMasqueradeBit",
+        "iptablesDropBit",
+        "featureGates",
+        "failSwapOn",
+        "memorySwap",
+        "containerLogMaxSize",
+        "containerLogMaxFiles",
+        "containerLogMaxWorkers",
+        "containerLogMonitorInterval",
+        "configMapAndSecretChangeDetectionStrategy",
+        "systemReserved",
+        "kubeReserved",
+        "reservedSystemCPUs",
+        "showHiddenMetricsForVersion",
+        "systemReservedCgroup",
+        "kubeReservedCgroup",
+        "enforceNodeAllocatable",
+        "allowedUnsafeSysctls",
+        "volumePluginDir",
+        "providerID",
+        "kernelMemcgNotification",
+        "logging",
+        "enableSystemLogHandler",
+        "enableSystemLogQuery",
+        "shutdownGracePeriod",
+        "shutdownGracePeriodCriticalPods",
+        "shutdownGracePeriodByPodPriority",
+        "crashLoopBackOff",
+        "reservedMemory",
+        "enableProfilingHandler",
+        "enableDebugFlagsHandler",
+        "seccompDefault",
+        "memoryThrottlingFactor",
+        "memoryReservationPolicy",
+        "registerWithTaints",
+        "registerNode",
+        "tracing",
+        "localStorageCapacityIsolation",
+        "containerRuntimeEndpoint",
+        "imageServiceEndpoint",
+        "failCgroupV1",
+        "userNamespaces",
+    }
+)
+
+# Role variable -> the KubeletConfiguration field it sets.
+DEDICATED_FIELDS = {
+    "kubelet_cgroup_driver": "cgroupDriver",
+    "kubelet_container_runtime_endpoint": "containerRuntimeEndpoint",
+    "kubelet_seccomp_default": "seccompDefault",
+    "kubelet_cpu_manager_policy": "cpuManagerPolicy",
+    "kubelet_reserved_system_cpus": "reservedSystemCPUs",
+    "kubelet_topology_manager_policy": "topologyManagerPolicy",
+    "kubelet_feature_gates": "featureGates",
+    "kubelet_register_with_taints": "registerWithTaints",
+    "kubelet_gpu_register_with_taints": "registerWithTaints",
+}
+
+# Command-line flags that override a configuration field, where the name is not
+# simply the field in kebab-case. featureGates is left out on purpose: the
+# kubelet merges --feature-gates with the configuration gate by gate.
+_FLAG_FOR_FIELD = {"reservedSystemCPUs": "reserved-cpus", "cgroupsPerQOS": "cgroups-per-qos"}
+_NO_FLAG_FIELDS = {"featureGates", "apiVersion", "kind"}
+
+# Flags this role manages itself, which kubelet_flags and kubelet_flags_absent may not name.
+MANAGED_FLAGS = {"config-dir": "kubelet_config_dir", "node-labels": "kubelet_node_labels"}
+
+RUNTIME_ENDPOINTS = {
+    "containerd": "unix:///run/containerd/containerd.sock",
+    "crio": "unix:///var/run/crio/crio.sock",
+    "docker": "unix:///run/cri-dockerd.sock",
+}
+
+CONFIG_MODES = ("auto", "dropin", "merge")
+CGROUP_DRIVERS = ("systemd", "cgroupfs")
+CPU_MANAGER_POLICIES = ("none", "static")
+TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+
+# First minor release of the --config-dir stages (alpha needs KUBELET_CONFIG_DROPIN_DIR_ALPHA).
+DROPIN_ALPHA, DROPIN_BETA, DROPIN_GA = (1, 28), (1, 30), (1, 35)
+
+_VERSION_RE = re.compile(r"^(?:Kubernetes\s+)?v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?$")
+_CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_FEATURE_GATE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_UNSAFE_FLAG_VALUE_RE = re.compile(r"[\s\"'\\]")
+_DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.conf$")
+_ENDPOINT_RE = re.compile(r"^unix:///\S+$")
+
+
+# --- versions and plans ------------------------------------------------------------------------------------
+
+
+def parse_version(value) -> tuple[int, int, int] | None:
+    """``"v1.31.2"``, ``"1.31"``, ``"Kubernetes v1.31.0"`` -> (1, 31, 2); None when it is not a version string."""
+    if not isinstance(value, str):
+        return None
+    match = _VERSION_RE.match(value.strip())
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
+
+
+def kubelet_version(value) -> str:
+    """Normalise a kubelet version to ``major.minor.patch``."""
+    parsed = parse_version(value)
+    if parsed is None:
+        raise AnsibleFilterError(f"kubelet version {value!r} is not a version like 1.31 or v1.31.2")
+    return "{}.{}.{}".format(*parsed)
+
+
+def kubelet_config_plan(version, requested_mode: str = "auto") -> dict:
+    """Decide how the configuration is written for a kubelet of ``version``.
+
+    Returns ``mode`` (``dropin`` or ``merge``), ``dropin_support`` (``none``,
+    ``alpha``, ``beta`` or ``ga``), ``alpha_env`` (whether the kubelet needs
+    KUBELET_CONFIG_DROPIN_DIR_ALPHA) and ``version`` (``major.minor.patch``).
+    """
+    parsed = parse_version(version)
+    if parsed is None:
+        raise AnsibleFilterError(f"kubelet version {version!r} is not a version like 1.31 or v1.31.2")
+    if requested_mode not in CONFIG_MODES:
+        raise AnsibleFilterError(f"kubelet_config_mode {requested_mode!r} is not one of {', '.join(CONFIG_MODES)}")
+    minor = parsed[:2]
+    if minor >= DROPIN_GA:
+        support = "ga"
+    elif minor >= DROPIN_BETA:
+        support = "beta"
+    elif minor >= DROPIN_ALPHA:
+        support = "alpha"
+    else:
+        support = "none"
+    mode = requested_mode
+    if mode == "auto":
+        mode = "merge" if support == "none" else "dropin"
+    if mode == "dropin" and support == "none":
+        raise AnsibleFilterError(
+            f"kubelet {kubelet_version(version)} has no --config-dir (it arrived in 1.28); "
+            "set kubelet_config_mode to auto or merge"
+        )
+    return {
+        "version": "{}.{}.{}".format(*parsed),
+        "mode": mode,
+        "dropin_support": support,
+        "alpha_env": mode == "dropin" and support == "alpha",
+    }
+
+
+def kubelet_runtime_endpoint(gpu_node: dict, requested) -> dict:
+    """Pick containerRuntimeEndpoint: the variable, or (``auto``) the one runtime the node runs.
+
+    Returns ``endpoint`` ('' when the role leaves the field alone) and
+    ``message`` (why, for the run's output).
+    """
+    if requested in (None, ""):
+        return {
+            "endpoint": "",
+            "message": "kubelet_container_runtime_endpoint is empty: containerRuntimeEndpoint "
+            "is left to the kubelet's own configuration.",
+        }
+    if requested != "auto":
+        return {"endpoint": requested, "message": f"containerRuntimeEndpoint {requested} (from the variable)."}
+    gpu_node = gpu_node or {}
+    running = [name for name in gpu_node.get("runtimes_running") or [] if name in RUNTIME_ENDPOINTS]
+    installed = [name for name in gpu_node.get("runtimes_installed") or [] if name in RUNTIME_ENDPOINTS]
+    found, how = (running, "running") if running else (installed, "installed")
+    if len(found) == 1:
+        name = found[0]
+        endpoint = RUNTIME_ENDPOINTS[name]
+        extra = " (Docker is reached through cri-dockerd, which must be installed)" if name == "docker" else ""
+        return {
+            "endpoint": endpoint,
+            "message": f"containerRuntimeEndpoint {endpoint}: {name} is the only "
+            f"container runtime {how} on this node{extra}.",
+        }
+    if not found:
+        return {
+            "endpoint": "",
+            "message": "no container runtime (containerd, CRI-O, Docker) was found on this "
+            "node, so containerRuntimeEndpoint is left to the kubelet's own configuration; set "
+            "kubelet_container_runtime_endpoint to choose one.",
+        }
+    return {
+        "endpoint": "",
+        "message": f"several container runtimes are {how} on this node ({', '.join(found)}), "
+        "so containerRuntimeEndpoint is left to the kubelet's own configuration; set "
+        "kubelet_container_runtime_endpoint (e.g. unix:///run/containerd/containerd.sock) to choose one.",
+    }
+
+
+# --- input checks ------------------------------------------------------------------------------------------
+
+
+def _type_name(value) -> str:
+    if value is None:
+        return "null"
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a dict",
+    }.get(type(value), f"a {type(value).__name__}")
+
+
+def _suggest(name: str, known) -> str:
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    if not close:
+        lowered = {item.lower(): item for item in known}
+        close = [lowered[name.lower()]] if name.lower() in lowered else []
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_choice(errors, params, var, choices) -> None:
+    value = params.get(var)
+    if value is not None and value not in choices:
+        errors.append(f"{var}: {value!r} is not valid; use one of {', '.join(choices)} (or null to leave it unset).")
+
+
+def _check_bool(errors, params, var, nullable=False) -> None:
+    value = params.get(var)
+    if value is None and nullable:
+        return
+    if not isinstance(value, bool):
+        allowed = "true, false or null" if nullable else "true or false"
+        errors.append(f"{var}: {value!r} is {_type_name(value)}; use {allowed} (unquoted).")
+
+
+def _check_abs_path(errors, params, var, allow_empty=False) -> None:
+    value = params.get(var)
+    if allow_empty and value in ("", None):
+        return
+    if not isinstance(value, str) or not value.startswith("/"):
+        errors.append(f"{var}: {value!r} is not an absolute path; use a path that starts with '/'.")
+
+
+def _check_version(errors, var, value) -> None:
+    if isinstance(value, float):
+        errors.append(
+            f'{var}: {value!r} is a YAML number, which loses digits (1.30 reads as 1.3); quote it, e.g. "1.30".'
+        )
+    elif parse_version(value) is None:
+        errors.append(f'{var}: {value!r} is not a kubelet version; use a string like "1.31" or "v1.31.2".')
+
+
+def _check_labels(errors, var, labels) -> None:
+    if not isinstance(labels, dict):
+        errors.append(f"{var}: {labels!r} is {_type_name(labels)}; use a dict of label key to value.")
+        return
+    for key, value in labels.items():
+        problem = _names.qualified_name_error(key) or _names.kubelet_label_error(key)
+        if problem:
+            errors.append(f"{var}: {problem}.")
+            continue
+        if isinstance(value, (bool, int, float)) and not isinstance(value, str):
+            value = _label_text(value)
+        problem = _names.label_value_error(value)
+        if problem:
+            errors.append(f"{var}: {problem} (label {key!r}).")
+
+
+def _label_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _check_taints(errors, var, taints) -> list[dict]:
+    if not isinstance(taints, list):
+        errors.append(f"{var}: {taints!r} is {_type_name(taints)}; use a list of key[=value]:Effect strings.")
+        return []
+    parsed = []
+    for taint in taints:
+        try:
+            parsed.append(_names.parse_taint(taint))
+        except ValueError as exc:
+            errors.append(f"{var}: {exc}.")
+    return parsed
+
+
+def _check_cpuset(errors, var, value) -> None:
+    if value is None:
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        errors.append(f'{var}: {value!r} is {_type_name(value)}; use a CPU list string like "0-1" or "0,32".')
+        return
+    if not _CPUSET_RE.match(value):
+        errors.append(f'{var}: {value!r} is not a CPU list; use numbers and ranges like "0-1,32-33" (no spaces).')
+        return
+    for part in value.split(","):
+        low, _, high = part.partition("-")
+        if high and int(high) < int(low):
+            errors.append(f"{var}: the range {part!r} in {value!r} runs backwards; write it low-high.")
+
+
+def _check_flags(errors, params, fields: dict) -> None:
+    flags = params.get("kubelet_flags")
+    absent = params.get("kubelet_flags_absent")
+    if not isinstance(flags, dict):
+        errors.append(f"kubelet_flags: {flags!r} is {_type_name(flags)}; use a dict of flag name to value.")
+        flags = {}
+    if not isinstance(absent, list):
+        errors.append(f"kubelet_flags_absent: {absent!r} is {_type_name(absent)}; use a list of flag names.")
+        absent = []
+    overriding = {flag_for_field(field): field for field in fields}
+    names = set()
+    for raw, value in flags.items():
+        name = str(raw).lstrip("-")
+        names.add(name)
+        if not _FLAG_NAME_RE.match(name):
+            errors.append(f"kubelet_flags: {raw!r} is not a flag name; use letters, digits, '-', '_' and '.'.")
+        elif name in MANAGED_FLAGS:
+            errors.append(f"kubelet_flags: --{name} is managed by this role; set {MANAGED_FLAGS[name]} instead.")
+        elif name in overriding:
+            errors.append(
+                f"kubelet_flags: --{name} would override {overriding[name]}, which this role already sets in the "
+                f"KubeletConfiguration; set it in one place only (drop the flag)."
+            )
+        if value is not None and not isinstance(value, (str, int, float, bool)):
+            errors.append(f"kubelet_flags: the value of {raw!r} is {_type_name(value)}; use a string.")
+        elif value is not None and _UNSAFE_FLAG_VALUE_RE.search(_label_text(value)):
+            errors.append(
+                f"kubelet_flags: the value of {raw!r} ({value!r}) contains whitespace, a quote or a backslash, "
+                "which KUBELET_EXTRA_ARGS cannot carry; use a value without them."
+            )
+    for raw in absent:
+        name = str(raw).lstrip("-")
+        if not _FLAG_NAME_RE.match(name):
+            errors.append(f"kubelet_flags_absent: {raw!r} is not a flag name; use letters, digits, '-', '_' and '.'.")
+        elif name in MANAGED_FLAGS:
+            errors.append(f"kubelet_flags_absent: --{name} is managed by this role; set {MANAGED_FLAGS[name]} instead.")
+        elif name in names:
+            errors.append(f"kubelet_flags_absent: --{name} is also in kubelet_flags; keep it in one of them.")
+
+
+def kubelet_validate(params: dict, version=None) -> list[str]:
+    """Check the role's variables; return one message per problem (empty when all is well).
+
+    ``params`` maps each public variable to its value; ``version`` is the
+    kubelet version the role plans for (installed or assumed).
+    """
+    errors: list[str] = []
+    _check_choice(errors, params, "kubelet_config_mode", CONFIG_MODES)
+    _check_version(errors, "kubelet_assumed_version", params.get("kubelet_assumed_version"))
+    if version is not None and not isinstance(version, float) and parse_version(version) is None:
+        errors.append(
+            f"the installed kubelet reports the version {version!r}, which this role cannot read; "
+            "check `kubelet --version` on the node."
+        )
+    elif (
+        version is not None
+        and params.get("kubelet_config_mode") == "dropin"
+        and parse_version(version) is not None
+        and parse_version(version)[:2] < DROPIN_ALPHA
+    ):
+        errors.append(
+            f"kubelet_config_mode: dropin needs kubelet 1.28 or later (--config-dir), but the kubelet is "
+            f"{kubelet_version(version)}; use auto or merge."
+        )
+
+    _check_bool(errors, params, "kubelet_seccomp_default", nullable=True)
+    _check_choice(errors, params, "kubelet_cgroup_driver", CGROUP_DRIVERS)
+    _check_choice(errors, params, "kubelet_cpu_manager_policy", CPU_MANAGER_POLICIES)
+    _check_choice(errors, params, "kubelet_topology_manager_policy", TOPOLOGY_MANAGER_POLICIES)
+    _check_cpuset(errors, "kubelet_reserved_system_cpus", params.get("kubelet_reserved_system_cpus"))
+
+    endpoint = params.get("kubelet_container_runtime_endpoint")
+    if endpoint not in (None, "", "auto") and (not isinstance(endpoint, str) or not _ENDPOINT_RE.match(endpoint)):
+        errors.append(
+            f"kubelet_container_runtime_endpoint: {endpoint!r} is not a unix socket URL; use auto, an empty string "
+            "(leave it alone) or e.g. unix:///run/containerd/containerd.sock."
+        )
+
+    gates = params.get("kubelet_feature_gates")
+    if not isinstance(gates, dict):
+        errors.append(f"kubelet_feature_gates: {gates!r} is {_type_name(gates)}; use a dict of gate name to boolean.")
+    else:
+        for name, value in gates.items():
+            if not isinstance(name, str) or not _FEATURE_GATE_RE.match(name):
+                errors.append(
+                    f"kubelet_feature_gates: {name!r} is not a feature gate name; gates are CamelCase, "
+                    "e.g. DynamicResourceAllocation."
+                )
+            if not isinstance(value, bool):
+                errors.append(
+                    f"kubelet_feature_gates: {name} is {value!r} ({_type_name(value)}); use true or false (unquoted)."
+                )
+
+    taints = _check_taints(errors, "kubelet_register_with_taints", params.get("kubelet_register_with_taints"))
+    taints += _check_taints(errors, "kubelet_gpu_register_with_taints", params.get("kubelet_gpu_register_with_taints"))
+    seen = set()
+    for taint in taints:
+        ident = (taint["key"], taint["effect"])
+        if ident in seen:
+            errors.append(
+                f"kubelet_register_with_taints / kubelet_gpu_register_with_taints: the taint {taint['key']} with "
+                f"effect {taint['effect']} is given twice; Kubernetes allows one per key and effect, keep one."
+            )
+        seen.add(ident)
+
+    _check_labels(errors, "kubelet_node_labels", params.get("kubelet_node_labels"))
+    _check_labels(errors, "kubelet_gpu_node_labels", params.get("kubelet_gpu_node_labels"))
+    labels_absent = params.get("kubelet_node_labels_absent")
+    if not isinstance(labels_absent, list):
+        errors.append(
+            f"kubelet_node_labels_absent: {labels_absent!r} is {_type_name(labels_absent)}; use a list of label keys."
+        )
+    else:
+        wanted = set()
+        for var in ("kubelet_node_labels", "kubelet_gpu_node_labels"):
+            if isinstance(params.get(var), dict):
+                wanted.update(params[var])
+        for key in labels_absent:
+            problem = _names.qualified_name_error(key)
+            if problem:
+                errors.append(f"kubelet_node_labels_absent: {problem}.")
+            elif key in wanted:
+                errors.append(
+                    f"kubelet_node_labels_absent: {key!r} is also set in kubelet_node_labels or "
+                    "kubelet_gpu_node_labels; keep it in one place."
+                )
+
+    set_by_vars = {field: var for var, field in DEDICATED_FIELDS.items() if params.get(var) not in (None, "", {}, [])}
+    config = params.get("kubelet_config")
+    if not isinstance(config, dict):
+        errors.append(f"kubelet_config: {config!r} is {_type_name(config)}; use a dict of KubeletConfiguration fields.")
+        config = {}
+    for field in config:
+        if field in ("apiVersion", "kind"):
+            errors.append(f"kubelet_config: leave out {field}; the role writes it.")
+        elif field in DEDICATED_FIELDS.values():
+            owner = next(var for var, owned in DEDICATED_FIELDS.items() if owned == field)
+            errors.append(f"kubelet_config: {field} has its own variable; set {owner} instead.")
+        elif field not in KNOWN_FIELDS:
+            hint = _suggest(str(field), KNOWN_FIELDS)
+            errors.append(
+                f"kubelet_config: {field!r} is not a KubeletConfiguration (v1beta1) field{hint}; "
+                "fix the name, or put a field newer than this role in kubelet_config_passthrough."
+            )
+    passthrough = params.get("kubelet_config_passthrough")
+    if not isinstance(passthrough, dict):
+        errors.append(
+            f"kubelet_config_passthrough: {passthrough!r} is {_type_name(passthrough)}; use a dict of fields."
+        )
+        passthrough = {}
+    for field in passthrough:
+        if field in ("apiVersion", "kind"):
+            errors.append(f"kubelet_config_passthrough: leave out {field}; the role writes it.")
+        elif field in set_by_vars:
+            errors.append(
+                f"kubelet_config_passthrough: {field} is already set by {set_by_vars[field]}; set it in one place."
+            )
+        elif field in config:
+            errors.append(f"kubelet_config_passthrough: {field} is also in kubelet_config; set it in one place.")
+    config_absent = params.get("kubelet_config_absent")
+    if not isinstance(config_absent, list):
+        errors.append(
+            f"kubelet_config_absent: {config_absent!r} is {_type_name(config_absent)}; use a list of field names."
+        )
+    else:
+        for field in config_absent:
+            if not isinstance(field, str):
+                errors.append(f"kubelet_config_absent: {field!r} is {_type_name(field)}; use field names (strings).")
+            elif field in ("apiVersion", "kind"):
+                errors.append(f"kubelet_config_absent: {field} cannot be removed.")
+            elif field in set_by_vars or field in config or field in passthrough:
+                errors.append(
+                    f"kubelet_config_absent: {field} is also set by this role's variables; keep it in one place."
+                )
+
+    fields = dict.fromkeys(list(set_by_vars) + list(config) + list(passthrough))
+    fields.pop("featureGates", None)
+    _check_flags(errors, params, fields)
+
+    _check_abs_path(errors, params, "kubelet_config_dir")
+    _check_abs_path(errors, params, "kubelet_main_config_path")
+    _check_abs_path(errors, params, "kubelet_env_file", allow_empty=True)
+    name = params.get("kubelet_dropin_name")
+    if not isinstance(name, str) or not _DROPIN_NAME_RE.match(name):
+        errors.append(
+            f"kubelet_dropin_name: {name!r} is not a drop-in file name; the kubelet reads only *.conf files, "
+            "e.g. 50-gpu-node.conf (no '/')."
+        )
+    timeout = params.get("kubelet_healthz_timeout")
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+        errors.append(f"kubelet_healthz_timeout: {timeout!r} is not a number of seconds; use an integer of 1 or more.")
+    for var in (
+        "kubelet_remove_conflicting_flags",
+        "kubelet_restart_on_change",
+        "kubelet_healthz_check",
+        "kubelet_backup",
+        "kubelet_reset_resource_manager_state",
+    ):
+        _check_bool(errors, params, var)
+    return errors
+
+
+# --- what the role writes ----------------------------------------------------------------------------------
+
+
+def kubelet_taints(taints) -> list[dict]:
+    """``["key=value:Effect", ...]`` -> registerWithTaints entries."""
+    try:
+        return [_names.parse_taint(taint) for taint in taints or []]
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
+def kubelet_compose_config(params: dict, endpoint: str = "", has_gpu: bool = False, main_config=None) -> dict:
+    """The KubeletConfiguration fields (without apiVersion/kind) the role's variables ask for, in a stable order.
+
+    ``main_config`` is the kubelet's main configuration: its registerWithTaints
+    are kept (a drop-in's list replaces the main file's), ours win per key and
+    effect.
+    """
+    fields: dict = {}
+    for var, field in (
+        ("kubelet_cgroup_driver", "cgroupDriver"),
+        ("kubelet_seccomp_default", "seccompDefault"),
+        ("kubelet_cpu_manager_policy", "cpuManagerPolicy"),
+        ("kubelet_reserved_system_cpus", "reservedSystemCPUs"),
+        ("kubelet_topology_manager_policy", "topologyManagerPolicy"),
+    ):
+        value = params.get(var)
+        if value is not None:
+            fields[field] = str(value) if field == "reservedSystemCPUs" else value
+    if endpoint:
+        fields["containerRuntimeEndpoint"] = endpoint
+    if params.get("kubelet_feature_gates"):
+        fields["featureGates"] = dict(params["kubelet_feature_gates"])
+    ours = kubelet_taints(params.get("kubelet_register_with_taints"))
+    if has_gpu:
+        ours += kubelet_taints(params.get("kubelet_gpu_register_with_taints"))
+    if ours:
+        idents = {(taint["key"], taint["effect"]) for taint in ours}
+        existing = (main_config or {}).get("registerWithTaints") or []
+        kept = [
+            taint
+            for taint in existing
+            if isinstance(taint, dict) and (taint.get("key"), taint.get("effect")) not in idents
+        ]
+        fields["registerWithTaints"] = copy.deepcopy(kept) + ours
+    fields.update(copy.deepcopy(params.get("kubelet_config") or {}))
+    fields.update(copy.deepcopy(params.get("kubelet_config_passthrough") or {}))
+    return fields
+
+
+def kubelet_compose_labels(params: dict, has_gpu: bool = False) -> dict:
+    """The node labels to set and to remove in --node-labels.
+
+    On GPU nodes the GPU labels are set, then the user's (which win). On other
+    nodes the GPU labels are removed unless the user sets them. Values become
+    text (``true`` -> ``"true"``).
+    """
+    gpu_labels = params.get("kubelet_gpu_node_labels") or {}
+    user_labels = params.get("kubelet_node_labels") or {}
+    labels = dict(gpu_labels) if has_gpu else {}
+    labels.update(user_labels)
+    absent = list(params.get("kubelet_node_labels_absent") or [])
+    if not has_gpu:
+        absent += [key for key in gpu_labels if key not in user_labels and key not in absent]
+    return {
+        "labels": {key: value if isinstance(value, str) else _label_text(value) for key, value in labels.items()},
+        "absent": absent,
+    }
+
+
+def flag_for_field(field: str) -> str:
+    """The command-line flag that overrides a configuration field (``maxPods`` -> ``max-pods``)."""
+    if field in _FLAG_FOR_FIELD:
+        return _FLAG_FOR_FIELD[field]
+    return re.sub(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z][a-z])", r"-\1\2", field).lower()
+
+
+def kubelet_flag_changes(params: dict, plan: dict, fields: dict) -> dict:
+    """The ``flags`` and ``flags_absent`` for the kubelet_flags module.
+
+    Drop-in mode makes sure of ``--config-dir``; a kubelet older than 1.28 must
+    not get it. With kubelet_remove_conflicting_flags, flags that would
+    override a field the role sets are removed.
+    """
+    flags = {str(name).lstrip("-"): value for name, value in (params.get("kubelet_flags") or {}).items()}
+    absent = [str(name).lstrip("-") for name in params.get("kubelet_flags_absent") or []]
+    if plan["mode"] == "dropin":
+        flags["config-dir"] = params["kubelet_config_dir"]
+    elif plan["dropin_support"] == "none":
+        absent.append("config-dir")
+    if params.get("kubelet_remove_conflicting_flags"):
+        for field in fields:
+            if field not in _NO_FLAG_FIELDS:
+                flag = flag_for_field(field)
+                if flag not in flags and flag not in absent:
+                    absent.append(flag)
+    return {"flags": flags, "flags_absent": absent}
+
+
+def kubelet_parse_config(text, path: str = "the kubelet configuration") -> dict:
+    """Parse a KubeletConfiguration file's text; empty text is ``{}``."""
+    if text is None or not str(text).strip():
+        return {}
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise AnsibleFilterError(
+            f"{path} is not valid YAML{where}: {problem}. Fix the file (the kubelet cannot read it either), "
+            "then run again."
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise AnsibleFilterError(
+            f"{path} holds {_type_name(data)} at the top level, not a KubeletConfiguration mapping. "
+            "Fix the file, then run again."
+        )
+    kind = data.get("kind")
+    if kind not in (None, KIND):
+        raise AnsibleFilterError(
+            f"{path} is a {kind}, not a {KIND}. Point kubelet_main_config_path at the kubelet's --config file."
+        )
+    return data
+
+
+def _plain(value):
+    """A deep copy of ``value`` made of plain dict, list, str, int, float, bool and None.
+
+    Ansible hands filters tagged subclasses of these types, which PyYAML's
+    safe dumper refuses to represent.
+    """
+    if isinstance(value, Mapping):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    for kind in (bool, str, int, float):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def _dump(data: dict) -> str:
+    data = _plain(data)
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+    if yaml.safe_load(text) != data:  # pragma: no cover - a guard against serialiser surprises
+        raise AnsibleFilterError("internal error: the KubeletConfiguration does not read back as written")
+    return text
+
+
+def kubelet_config_document(fields: dict) -> str:
+    """A full KubeletConfiguration document (apiVersion and kind first) holding ``fields``, as YAML."""
+    return _dump({"apiVersion": API_VERSION, "kind": KIND, **copy.deepcopy(fields)})
+
+
+def kubelet_merge_config(text, fields: dict, absent=None, path: str = "the kubelet configuration") -> dict:
+    """Merge ``fields`` into the main configuration file's text and drop the ``absent`` fields.
+
+    Returns ``changed``, ``content`` (the original text when nothing changes,
+    so formatting is only touched when the content must change) and
+    ``config`` (the merged data). Lists are replaced, as the kubelet does.
+    """
+    current = kubelet_parse_config(text, path)
+    data = copy.deepcopy(current)
+    data.setdefault("apiVersion", API_VERSION)
+    data.setdefault("kind", KIND)
+    _merge.remove_paths(data, list(absent or []))
+    _merge.merge_into(data, fields, "replace")
+    changed = not _merge.values_equal(current, data)
+    return {"changed": changed, "content": _dump(data) if changed else text, "config": data}
+
+
+def kubelet_effective_config(main_config: dict, *dropins) -> dict:
+    """The configuration the kubelet ends up with: the main file, then each drop-in over it (lists replaced)."""
+    result = copy.deepcopy(main_config or {})
+    for dropin in dropins:
+        _merge.merge_into(result, dropin or {}, "replace")
+    return result
+
+
+def kubelet_healthz_url(config: dict) -> str:
+    """The kubelet's healthz URL from its effective configuration; '' when healthzPort is 0 (disabled)."""
+    config = config or {}
+    port = config.get("healthzPort", 10248)
+    if port in (0, "0"):
+        return ""
+    host = config.get("healthzBindAddress") or "127.0.0.1"
+    if host in ("0.0.0.0", "::"):
+        host = "127.0.0.1" if host == "0.0.0.0" else "::1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}/healthz"
+
+
+def kubelet_state_resets(old: dict, new: dict) -> list[str]:
+    """State files under the kubelet root that must go before a restart with ``new`` after ``old``.
+
+    The kubelet refuses to start when its CPU (memory) manager checkpoint was
+    written under another policy or reserved CPU set (reserved memory).
+    """
+    old, new = old or {}, new or {}
+
+    def cpu(config):
+        return (str(config.get("cpuManagerPolicy") or "none").lower(), str(config.get("reservedSystemCPUs") or ""))
+
+    def memory(config):
+        return (str(config.get("memoryManagerPolicy") or "None").lower(), config.get("reservedMemory") or [])
+
+    resets = []
+    if cpu(old) != cpu(new):
+        resets.append("cpu_manager_state")
+    if memory(old) != memory(new):
+        resets.append("memory_manager_state")
+    return resets
+
+
+def kubelet_flags_in_text(text, names) -> list[str]:
+    """Which of the flag ``names`` appear in an environment file's text (e.g. kubeadm-flags.env)."""
+    found = []
+    for name in names or []:
+        if re.search(rf"(?:^|[\s\"'=])--{re.escape(name)}(?:[=\s\"']|$)", text or "", re.MULTILINE):
+            found.append(name)
+    return found
+
+
+def kubelet_changed_files(pairs) -> list[str]:
+    """``[[path, registered result], ...]`` -> ``["path (backup: file)", ...]`` for the results that changed."""
+    changed = []
+    for path, result in pairs or []:
+        if isinstance(result, dict) and result.get("changed"):
+            backup = result.get("backup_file")
+            changed.append(f"{path} (backup: {backup})" if backup else path)
+    return changed
+
+
+def kubelet_service_state(result, service: str = "kubelet") -> str:
+    """The state (``running``, ``stopped``, ...) of ``service`` in a registered service_facts result; 'unknown'."""
+    services = ((result or {}).get("ansible_facts") or {}).get("services") or {}
+    entry = services.get(service if service.endswith(".service") else f"{service}.service") or {}
+    return entry.get("state") or "unknown"
+
+
+class FilterModule:
+    """Filters of the kubelet role."""
+
+    def filters(self):
+        return {
+            "kubelet_version": kubelet_version,
+            "kubelet_config_plan": kubelet_config_plan,
+            "kubelet_runtime_endpoint": kubelet_runtime_endpoint,
+            "kubelet_validate": kubelet_validate,
+            "kubelet_taints": kubelet_taints,
+            "kubelet_compose_config": kubelet_compose_config,
+            "kubelet_compose_labels": kubelet_compose_labels,
+            "kubelet_flag_changes": kubelet_flag_changes,
+            "kubelet_flag_for_field": flag_for_field,
+            "kubelet_parse_config": kubelet_parse_config,
+            "kubelet_config_document": kubelet_config_document,
+            "kubelet_merge_config": kubelet_merge_config,
+            "kubelet_effective_config": kubelet_effective_config,
+            "kubelet_healthz_url": kubelet_healthz_url,
+            "kubelet_state_resets": kubelet_state_resets,
+            "kubelet_flags_in_text": kubelet_flags_in_text,
+            "kubelet_changed_files": kubelet_changed_files,
+            "kubelet_service_state": kubelet_service_state,
+        }

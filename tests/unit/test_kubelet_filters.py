@@ -1,0 +1,878 @@
+"""Tests of plugins/filter/kubelet.py and plugins/module_utils/kubernetes_names.py (pure functions)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import kubernetes_names as names
+import pytest
+import yaml
+from conftest import load_module
+
+kb = load_module("kubelet", subdir="plugins/filter")
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULTS = yaml.safe_load((ROOT / "roles/kubelet/defaults/main.yml").read_text())
+
+
+def params(**overrides):
+    result = copy.deepcopy(DEFAULTS)
+    result.update(overrides)
+    return result
+
+
+# ---------------------------------------------------------------- kubernetes_names
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["nvidia.com/gpu.present", "a", "A_b.c-d", "example.com/" + "x" * 63, "a" * 63, "node.kubernetes.io/pool"],
+)
+def test_valid_label_keys(key):
+    assert names.qualified_name_error(key) is None
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "a/b/c",
+            "label key 'a/b/c' has more than one '/': use [prefix/]name, e.g. example.com/gpu-pool",
+        ),
+        ("/x", "label key '/x' has an empty prefix before '/': drop the '/' or put a DNS subdomain before it"),
+        (
+            "",
+            "label key '': the name part is empty; the name must be at most 63 characters: letters, digits, "
+            "'-', '_' and '.', starting and ending with a letter or digit",
+        ),
+        (
+            "a" * 64,
+            f"label key '{'a' * 64}': the name part '{'a' * 64}' is 64 characters long; the name must be at "
+            "most 63 characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+        ),
+        (
+            "-a",
+            "label key '-a': the name part '-a' has characters or an ending that are not allowed; the name must "
+            "be at most 63 characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+        ),
+        (
+            "ex_ample.com/a",
+            "label key 'ex_ample.com/a': the prefix 'ex_ample.com' must be a DNS subdomain of at most "
+            "253 characters: lowercase letters, digits, '-' and '.', each dot-separated part starting and ending with "
+            "a letter or digit",
+        ),
+        (
+            ("a." * 127) + "bb/x",
+            f"label key '{('a.' * 127) + 'bb/x'}': the prefix '{('a.' * 127) + 'bb'}' must be a "
+            "DNS subdomain of at most 253 characters: lowercase letters, digits, '-' and '.', each dot-separated part "
+            "starting and ending with a letter or digit",
+        ),
+        (5, "label key 5 is a int, not a string"),
+    ],
+)
+def test_invalid_label_keys_have_precise_messages(key, message):
+    assert names.qualified_name_error(key) == message
+
+
+@pytest.mark.parametrize("value", ["", "true", "a.b_c-d", "x" * 63])
+def test_valid_label_values(value):
+    assert names.label_value_error(value) is None
+
+
+@pytest.mark.parametrize("value", ["x" * 64, "a b", "-a", "a-", "é"])
+def test_invalid_label_values(value):
+    assert names.label_value_error(value) == (
+        f"label value {value!r} is not valid: it must be empty or at most 63 characters: letters, digits, "
+        "'-', '_' and '.', starting and ending with a letter or digit"
+    )
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "node.kubernetes.io/pool",
+        "gpu.node.kubernetes.io/x",
+        "kubelet.kubernetes.io/x",
+        "topology.kubernetes.io/zone",
+        "kubernetes.io/arch",
+        "example.com/role",
+        "mykubernetes.io/x",
+        "plain",
+    ],
+)
+def test_labels_the_kubelet_accepts(key):
+    assert names.kubelet_label_error(key) is None
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "node-role.kubernetes.io/gpu",
+        "kubernetes.io/role",
+        "k8s.io/x",
+        "foo.k8s.io/x",
+        "node-restriction.kubernetes.io/a",
+    ],
+)
+def test_labels_the_kubelet_refuses(key):
+    message = names.kubelet_label_error(key)
+    namespace = key.split("/")[0]
+    assert message.startswith(f"label key {key!r} is in the reserved {namespace} namespace, and the kubelet refuses")
+
+
+@pytest.mark.parametrize(
+    ("text", "taint"),
+    [
+        ("nvidia.com/gpu=present:NoSchedule", {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}),
+        ("dedicated:NoExecute", {"key": "dedicated", "effect": "NoExecute"}),
+        ("a=:PreferNoSchedule", {"key": "a", "value": "", "effect": "PreferNoSchedule"}),
+    ],
+)
+def test_parse_and_render_taints(text, taint):
+    assert names.parse_taint(text) == taint
+    assert names.render_taint(taint) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "nvidia.com/gpu=present",
+            "taint 'nvidia.com/gpu=present' has no effect: write key[=value]:Effect, e.g. "
+            "nvidia.com/gpu=present:NoSchedule",
+        ),
+        (
+            "a=b:NoSchedul",
+            "taint 'a=b:NoSchedul' has the effect 'NoSchedul': use one of NoSchedule, PreferNoSchedule, NoExecute",
+        ),
+        (
+            ":NoSchedule",
+            "taint ':NoSchedule': taint key '': the name part is empty; the name must be at most 63 "
+            "characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+        ),
+        (
+            "a=b c:NoSchedule",
+            "taint 'a=b c:NoSchedule': taint value 'b c' is not valid: it must be empty or at most "
+            "63 characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+        ),
+        ({"key": "a"}, "taint {'key': 'a'} is a dict, not a string of the form key[=value]:Effect"),
+    ],
+)
+def test_bad_taints_have_precise_messages(text, message):
+    with pytest.raises(ValueError) as exc:
+        names.parse_taint(text)
+    assert str(exc.value) == message
+
+
+# ---------------------------------------------------------------- versions and plans
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1.31", "1.31.0"), ("v1.29.3", "1.29.3"), ("Kubernetes v1.31.0", "1.31.0"), ("1.30.1-eks-1234", "1.30.1")],
+)
+def test_kubelet_version(value, expected):
+    assert kb.kubelet_version(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "latest", "1", 1.31, None])
+def test_kubelet_version_refuses_non_versions(value):
+    with pytest.raises(kb.AnsibleFilterError) as exc:
+        kb.kubelet_version(value)
+    assert str(exc.value) == f"kubelet version {value!r} is not a version like 1.31 or v1.31.2"
+
+
+@pytest.mark.parametrize(
+    ("version", "mode", "expected"),
+    [
+        ("1.27.9", "auto", {"mode": "merge", "dropin_support": "none", "alpha_env": False}),
+        ("1.28.0", "auto", {"mode": "dropin", "dropin_support": "alpha", "alpha_env": True}),
+        ("1.29.5", "merge", {"mode": "merge", "dropin_support": "alpha", "alpha_env": False}),
+        ("1.30.0", "auto", {"mode": "dropin", "dropin_support": "beta", "alpha_env": False}),
+        ("1.35.0", "dropin", {"mode": "dropin", "dropin_support": "ga", "alpha_env": False}),
+        ("2.0", "auto", {"mode": "dropin", "dropin_support": "ga", "alpha_env": False}),
+    ],
+)
+def test_config_plan(version, mode, expected):
+    plan = kb.kubelet_config_plan(version, mode)
+    assert {key: plan[key] for key in expected} == expected
+    assert plan["version"] == kb.kubelet_version(version)
+
+
+def test_config_plan_refuses_dropin_for_old_kubelets():
+    with pytest.raises(kb.AnsibleFilterError) as exc:
+        kb.kubelet_config_plan("1.27.3", "dropin")
+    assert str(exc.value) == (
+        "kubelet 1.27.3 has no --config-dir (it arrived in 1.28); set kubelet_config_mode to auto or merge"
+    )
+
+
+# ---------------------------------------------------------------- runtime endpoint
+
+
+def _node(running=(), installed=()):
+    return {"runtimes_running": list(running), "runtimes_installed": list(installed)}
+
+
+@pytest.mark.parametrize(
+    ("node", "endpoint"),
+    [
+        (_node(["containerd"], ["containerd"]), "unix:///run/containerd/containerd.sock"),
+        (_node([], ["crio"]), "unix:///var/run/crio/crio.sock"),
+        (_node(["docker"], ["docker", "containerd"]), "unix:///run/cri-dockerd.sock"),
+        (_node(["crio"], ["docker", "crio"]), "unix:///var/run/crio/crio.sock"),
+    ],
+)
+def test_runtime_endpoint_from_the_one_runtime(node, endpoint):
+    assert kb.kubelet_runtime_endpoint(node, "auto")["endpoint"] == endpoint
+
+
+def test_runtime_endpoint_for_docker_mentions_cri_dockerd():
+    result = kb.kubelet_runtime_endpoint(_node(["docker"]), "auto")
+    assert result["message"] == (
+        "containerRuntimeEndpoint unix:///run/cri-dockerd.sock: docker is the only container runtime running on this "
+        "node (Docker is reached through cri-dockerd, which must be installed)."
+    )
+
+
+def test_runtime_endpoint_ambiguous_is_left_alone_with_a_reason():
+    result = kb.kubelet_runtime_endpoint(_node(["docker", "containerd"]), "auto")
+    assert result == {
+        "endpoint": "",
+        "message": "several container runtimes are running on this node (docker, containerd), so "
+        "containerRuntimeEndpoint is left to the kubelet's own configuration; set kubelet_container_runtime_endpoint "
+        "(e.g. unix:///run/containerd/containerd.sock) to choose one.",
+    }
+
+
+def test_runtime_endpoint_none_found_and_explicit_and_empty():
+    assert kb.kubelet_runtime_endpoint({}, "auto")["endpoint"] == ""
+    assert kb.kubelet_runtime_endpoint(None, "auto")["message"].startswith("no container runtime")
+    assert kb.kubelet_runtime_endpoint(_node(["crio"]), "unix:///x.sock")["endpoint"] == "unix:///x.sock"
+    assert kb.kubelet_runtime_endpoint(_node(["crio"]), "")["endpoint"] == ""
+
+
+# ---------------------------------------------------------------- validation: every bad input, a precise message
+
+
+def test_defaults_are_valid():
+    assert kb.kubelet_validate(params(), "1.31.2") == []
+
+
+def test_a_full_valid_configuration_passes():
+    good = params(
+        kubelet_seccomp_default=True,
+        kubelet_cgroup_driver="systemd",
+        kubelet_container_runtime_endpoint="unix:///run/containerd/containerd.sock",
+        kubelet_cpu_manager_policy="static",
+        kubelet_reserved_system_cpus="0-1,32-33",
+        kubelet_topology_manager_policy="single-numa-node",
+        kubelet_feature_gates={"DynamicResourceAllocation": True},
+        kubelet_register_with_taints=["dedicated=gpu:NoExecute"],
+        kubelet_config={"maxPods": 64, "topologyManagerScope": "pod"},
+        kubelet_config_passthrough={"someFutureField": 1},
+        kubelet_node_labels={"example.com/pool": "a100", "node.kubernetes.io/exclude-from-external-load-balancers": ""},
+        kubelet_node_labels_absent=["example.com/old"],
+        kubelet_flags={"v": 2, "node-ip": "10.0.0.5"},
+        kubelet_flags_absent=["--pod-infra-container-image"],
+        kubelet_config_absent=["evictionSoft"],
+    )
+    assert kb.kubelet_validate(good, "1.29.0") == []
+
+
+BAD_INPUTS = [
+    (
+        "kubelet_config_mode",
+        "drop-in",
+        "kubelet_config_mode: 'drop-in' is not valid; use one of auto, dropin, merge (or null to leave it unset).",
+    ),
+    (
+        "kubelet_assumed_version",
+        1.3,
+        'kubelet_assumed_version: 1.3 is a YAML number, which loses digits (1.30 reads as 1.3); quote it, e.g. "1.30".',
+    ),
+    (
+        "kubelet_assumed_version",
+        "latest",
+        'kubelet_assumed_version: \'latest\' is not a kubelet version; use a string like "1.31" or "v1.31.2".',
+    ),
+    (
+        "kubelet_seccomp_default",
+        "yes",
+        "kubelet_seccomp_default: 'yes' is a string; use true, false or null (unquoted).",
+    ),
+    (
+        "kubelet_cgroup_driver",
+        "Systemd",
+        "kubelet_cgroup_driver: 'Systemd' is not valid; use one of systemd, cgroupfs (or null to leave it unset).",
+    ),
+    (
+        "kubelet_cpu_manager_policy",
+        "Static",
+        "kubelet_cpu_manager_policy: 'Static' is not valid; use one of none, static (or null to leave it unset).",
+    ),
+    (
+        "kubelet_topology_manager_policy",
+        "single_numa_node",
+        "kubelet_topology_manager_policy: 'single_numa_node' is "
+        "not valid; use one of none, best-effort, restricted, single-numa-node (or null to leave it unset).",
+    ),
+    (
+        "kubelet_reserved_system_cpus",
+        "0 - 1",
+        "kubelet_reserved_system_cpus: '0 - 1' is not a CPU list; use numbers "
+        'and ranges like "0-1,32-33" (no spaces).',
+    ),
+    (
+        "kubelet_reserved_system_cpus",
+        "3-1",
+        "kubelet_reserved_system_cpus: the range '3-1' in '3-1' runs backwards; write it low-high.",
+    ),
+    (
+        "kubelet_reserved_system_cpus",
+        [0, 1],
+        'kubelet_reserved_system_cpus: [0, 1] is a list; use a CPU list string like "0-1" or "0,32".',
+    ),
+    (
+        "kubelet_container_runtime_endpoint",
+        "/run/containerd/containerd.sock",
+        "kubelet_container_runtime_endpoint: "
+        "'/run/containerd/containerd.sock' is not a unix socket URL; use auto, an empty string (leave it alone) "
+        "or e.g. unix:///run/containerd/containerd.sock.",
+    ),
+    ("kubelet_feature_gates", ["A"], "kubelet_feature_gates: ['A'] is a list; use a dict of gate name to boolean."),
+    (
+        "kubelet_feature_gates",
+        {"dynamic-resource-allocation": True},
+        "kubelet_feature_gates: "
+        "'dynamic-resource-allocation' is not a feature gate name; gates are CamelCase, "
+        "e.g. DynamicResourceAllocation.",
+    ),
+    (
+        "kubelet_feature_gates",
+        {"Foo": "true"},
+        "kubelet_feature_gates: Foo is 'true' (a string); use true or false (unquoted).",
+    ),
+    (
+        "kubelet_register_with_taints",
+        "a:NoSchedule",
+        "kubelet_register_with_taints: 'a:NoSchedule' is a string; use a list of key[=value]:Effect strings.",
+    ),
+    (
+        "kubelet_register_with_taints",
+        ["gpu=yes"],
+        "kubelet_register_with_taints: taint 'gpu=yes' has no effect: write "
+        "key[=value]:Effect, e.g. nvidia.com/gpu=present:NoSchedule.",
+    ),
+    (
+        "kubelet_register_with_taints",
+        ["nvidia.com/gpu=other:NoSchedule"],
+        "kubelet_register_with_taints / "
+        "kubelet_gpu_register_with_taints: the taint nvidia.com/gpu with effect NoSchedule is given twice; Kubernetes "
+        "allows one per key and effect, keep one.",
+    ),
+    (
+        "kubelet_gpu_register_with_taints",
+        ["nvidia.com/gpu:Evict"],
+        "kubelet_gpu_register_with_taints: taint "
+        "'nvidia.com/gpu:Evict' has the effect 'Evict': use one of NoSchedule, PreferNoSchedule, NoExecute.",
+    ),
+    ("kubelet_node_labels", ["a=b"], "kubelet_node_labels: ['a=b'] is a list; use a dict of label key to value."),
+    (
+        "kubelet_node_labels",
+        {"bad key": "x"},
+        "kubelet_node_labels: label key 'bad key': the name part 'bad key' has "
+        "characters or an ending that are not allowed; the name must be at most 63 characters: letters, digits, '-', "
+        "'_' and '.', starting and ending with a letter or digit.",
+    ),
+    (
+        "kubelet_node_labels",
+        {"a": "x y"},
+        "kubelet_node_labels: label value 'x y' is not valid: it must be empty or "
+        "at most 63 characters: letters, digits, '-', '_' and '.', starting and ending with a letter or digit (label "
+        "'a').",
+    ),
+    (
+        "kubelet_node_labels",
+        {"a": ["x"]},
+        "kubelet_node_labels: label value ['x'] is a list, not a string (label 'a').",
+    ),
+    (
+        "kubelet_gpu_node_labels",
+        {"node-role.kubernetes.io/gpu": ""},
+        "kubelet_gpu_node_labels: label key "
+        "'node-role.kubernetes.io/gpu' is in the reserved node-role.kubernetes.io namespace, and the kubelet "
+        "refuses to start with it in --node-labels (only node.kubernetes.io/..., kubelet.kubernetes.io/... and the "
+        "well-known topology, os, arch and instance-type labels are allowed); use your own prefix (e.g. "
+        "example.com/role), or set the label through the API (kubectl label node).",
+    ),
+    ("kubelet_node_labels_absent", "a", "kubelet_node_labels_absent: 'a' is a string; use a list of label keys."),
+    (
+        "kubelet_node_labels_absent",
+        ["nvidia.com/gpu.present"],
+        "kubelet_node_labels_absent: 'nvidia.com/gpu.present' "
+        "is also set in kubelet_node_labels or kubelet_gpu_node_labels; keep it in one place.",
+    ),
+    (
+        "kubelet_node_labels_absent",
+        ["a b"],
+        "kubelet_node_labels_absent: label key 'a b': the name part 'a b' has "
+        "characters or an ending that are not allowed; the name must be at most 63 characters: letters, digits, '-', "
+        "'_' and '.', starting and ending with a letter or digit.",
+    ),
+    (
+        "kubelet_config",
+        {"maxpods": 10},
+        "kubelet_config: 'maxpods' is not a KubeletConfiguration (v1beta1) field (did "
+        "you mean 'maxPods'?); fix the name, or put a field newer than this role in kubelet_config_passthrough.",
+    ),
+    (
+        "kubelet_config",
+        {"evictionHrad": {}},
+        "kubelet_config: 'evictionHrad' is not a KubeletConfiguration (v1beta1) "
+        "field (did you mean 'evictionHard'?); fix the name, or put a field newer than this role in "
+        "kubelet_config_passthrough.",
+    ),
+    (
+        "kubelet_config",
+        {"zzz": 1},
+        "kubelet_config: 'zzz' is not a KubeletConfiguration (v1beta1) field; fix the "
+        "name, or put a field newer than this role in kubelet_config_passthrough.",
+    ),
+    (
+        "kubelet_config",
+        {"cgroupDriver": "systemd"},
+        "kubelet_config: cgroupDriver has its own variable; set kubelet_cgroup_driver instead.",
+    ),
+    ("kubelet_config", {"kind": "KubeletConfiguration"}, "kubelet_config: leave out kind; the role writes it."),
+    (
+        "kubelet_config",
+        "maxPods: 1",
+        "kubelet_config: 'maxPods: 1' is a string; use a dict of KubeletConfiguration fields.",
+    ),
+    (
+        "kubelet_config_passthrough",
+        {"apiVersion": "v1"},
+        "kubelet_config_passthrough: leave out apiVersion; the role writes it.",
+    ),
+    (
+        "kubelet_config_passthrough",
+        {"registerWithTaints": []},
+        "kubelet_config_passthrough: registerWithTaints is "
+        "already set by kubelet_gpu_register_with_taints; set it in one place.",
+    ),
+    ("kubelet_config_passthrough", None, "kubelet_config_passthrough: None is null; use a dict of fields."),
+    (
+        "kubelet_config_absent",
+        ["registerWithTaints"],
+        "kubelet_config_absent: registerWithTaints is also set by this role's variables; keep it in one place.",
+    ),
+    ("kubelet_config_absent", ["kind"], "kubelet_config_absent: kind cannot be removed."),
+    ("kubelet_config_absent", [["a", "b"]], "kubelet_config_absent: ['a', 'b'] is a list; use field names (strings)."),
+    (
+        "kubelet_flags",
+        {"config-dir": "/x"},
+        "kubelet_flags: --config-dir is managed by this role; set kubelet_config_dir instead.",
+    ),
+    (
+        "kubelet_flags",
+        {"--node-labels": "a=b"},
+        "kubelet_flags: --node-labels is managed by this role; set kubelet_node_labels instead.",
+    ),
+    (
+        "kubelet_flags",
+        {"bad flag": 1},
+        "kubelet_flags: 'bad flag' is not a flag name; use letters, digits, '-', '_' and '.'.",
+    ),
+    (
+        "kubelet_flags",
+        {"node-ip": "a b"},
+        "kubelet_flags: the value of 'node-ip' ('a b') contains whitespace, a quote "
+        "or a backslash, which KUBELET_EXTRA_ARGS cannot carry; use a value without them.",
+    ),
+    ("kubelet_flags", {"x": {"a": 1}}, "kubelet_flags: the value of 'x' is a dict; use a string."),
+    (
+        "kubelet_flags",
+        {"register-with-taints": "a:NoSchedule"},
+        "kubelet_flags: --register-with-taints would override "
+        "registerWithTaints, which this role already sets in the KubeletConfiguration; set it in one place only (drop "
+        "the flag).",
+    ),
+    ("kubelet_flags", "--v=2", "kubelet_flags: '--v=2' is a string; use a dict of flag name to value."),
+    (
+        "kubelet_flags_absent",
+        ["--config-dir"],
+        "kubelet_flags_absent: --config-dir is managed by this role; set kubelet_config_dir instead.",
+    ),
+    ("kubelet_flags_absent", "v", "kubelet_flags_absent: 'v' is a string; use a list of flag names."),
+    (
+        "kubelet_config_dir",
+        "etc/kubernetes",
+        "kubelet_config_dir: 'etc/kubernetes' is not an absolute path; use a path that starts with '/'.",
+    ),
+    (
+        "kubelet_main_config_path",
+        None,
+        "kubelet_main_config_path: None is not an absolute path; use a path that starts with '/'.",
+    ),
+    (
+        "kubelet_env_file",
+        "default/kubelet",
+        "kubelet_env_file: 'default/kubelet' is not an absolute path; use a path that starts with '/'.",
+    ),
+    (
+        "kubelet_dropin_name",
+        "50-gpu.yaml",
+        "kubelet_dropin_name: '50-gpu.yaml' is not a drop-in file name; the "
+        "kubelet reads only *.conf files, e.g. 50-gpu-node.conf (no '/').",
+    ),
+    (
+        "kubelet_dropin_name",
+        "sub/50.conf",
+        "kubelet_dropin_name: 'sub/50.conf' is not a drop-in file name; the "
+        "kubelet reads only *.conf files, e.g. 50-gpu-node.conf (no '/').",
+    ),
+    (
+        "kubelet_healthz_timeout",
+        0,
+        "kubelet_healthz_timeout: 0 is not a number of seconds; use an integer of 1 or more.",
+    ),
+    (
+        "kubelet_healthz_timeout",
+        True,
+        "kubelet_healthz_timeout: True is not a number of seconds; use an integer of 1 or more.",
+    ),
+    ("kubelet_backup", "yes", "kubelet_backup: 'yes' is a string; use true or false (unquoted)."),
+    ("kubelet_restart_on_change", None, "kubelet_restart_on_change: None is null; use true or false (unquoted)."),
+    (
+        "kubelet_remove_conflicting_flags",
+        1,
+        "kubelet_remove_conflicting_flags: 1 is an integer; use true or false (unquoted).",
+    ),
+    (
+        "kubelet_reset_resource_manager_state",
+        "false",
+        "kubelet_reset_resource_manager_state: 'false' is a string; use true or false (unquoted).",
+    ),
+    ("kubelet_healthz_check", [], "kubelet_healthz_check: [] is a list; use true or false (unquoted)."),
+]
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"), BAD_INPUTS, ids=[f"{v}-{i}" for i, (v, _, _) in enumerate(BAD_INPUTS)]
+)
+def test_each_bad_input_has_one_precise_message(var, value, message):
+    assert kb.kubelet_validate(params(**{var: value}), "1.31.0") == [message]
+
+
+def test_every_public_variable_has_a_bad_input_test():
+    assert {var for var, _, _ in BAD_INPUTS} == set(DEFAULTS)
+
+
+def test_messages_add_up_for_several_problems():
+    errors = kb.kubelet_validate(params(kubelet_cgroup_driver="x", kubelet_backup="x"), "1.31.0")
+    assert [error.split(":")[0] for error in errors] == ["kubelet_cgroup_driver", "kubelet_backup"]
+
+
+def test_dropin_mode_for_an_old_installed_kubelet_is_refused():
+    assert kb.kubelet_validate(params(kubelet_config_mode="dropin"), "1.27.4") == [
+        "kubelet_config_mode: dropin needs kubelet 1.28 or later (--config-dir), but the kubelet is 1.27.4; "
+        "use auto or merge."
+    ]
+
+
+def test_unreadable_installed_kubelet_version_is_reported():
+    assert kb.kubelet_validate(params(), "unknown") == [
+        "the installed kubelet reports the version 'unknown', which this role cannot read; check `kubelet --version` "
+        "on the node."
+    ]
+
+
+def test_passthrough_and_config_may_not_both_set_a_field():
+    errors = kb.kubelet_validate(params(kubelet_config={"maxPods": 1}, kubelet_config_passthrough={"maxPods": 2}))
+    assert errors == ["kubelet_config_passthrough: maxPods is also in kubelet_config; set it in one place."]
+
+
+def test_flags_that_override_a_configured_field_are_refused():
+    errors = kb.kubelet_validate(params(kubelet_config={"maxPods": 64}, kubelet_flags={"max-pods": 110}))
+    assert errors == [
+        "kubelet_flags: --max-pods would override maxPods, which this role already sets in the KubeletConfiguration; "
+        "set it in one place only (drop the flag)."
+    ]
+
+
+def test_integer_reserved_cpus_and_boolean_label_values_are_accepted():
+    assert kb.kubelet_validate(params(kubelet_reserved_system_cpus=0, kubelet_node_labels={"a": True})) == []
+
+
+# ---------------------------------------------------------------- what the role writes
+
+
+def test_compose_config_order_and_gpu_taints():
+    fields = kb.kubelet_compose_config(
+        params(
+            kubelet_seccomp_default=True,
+            kubelet_cgroup_driver="systemd",
+            kubelet_reserved_system_cpus=0,
+            kubelet_feature_gates={"A": True},
+            kubelet_config={"maxPods": 64},
+            kubelet_config_passthrough={"futureField": "x"},
+        ),
+        "unix:///run/containerd/containerd.sock",
+        True,
+    )
+    assert fields == {
+        "cgroupDriver": "systemd",
+        "seccompDefault": True,
+        "reservedSystemCPUs": "0",
+        "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+        "featureGates": {"A": True},
+        "registerWithTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        "maxPods": 64,
+        "futureField": "x",
+    }
+    assert list(fields) == list(fields.keys())  # insertion order is the file's order
+
+
+def test_compose_config_without_gpu_and_without_settings_is_empty():
+    assert kb.kubelet_compose_config(params(), "", False) == {}
+
+
+def test_compose_config_keeps_the_main_files_other_taints():
+    main = {
+        "registerWithTaints": [
+            {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+            {"key": "nvidia.com/gpu", "value": "old", "effect": "NoSchedule"},
+        ]
+    }
+    fields = kb.kubelet_compose_config(params(), "", True, main)
+    assert fields["registerWithTaints"] == [
+        {"key": "dedicated", "value": "ml", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+    ]
+
+
+def test_compose_labels_on_gpu_and_cpu_nodes():
+    user = params(kubelet_node_labels={"example.com/pool": 7}, kubelet_node_labels_absent=["old"])
+    assert kb.kubelet_compose_labels(user, True) == {
+        "labels": {"nvidia.com/gpu.present": "true", "example.com/pool": "7"},
+        "absent": ["old"],
+    }
+    assert kb.kubelet_compose_labels(user, False) == {
+        "labels": {"example.com/pool": "7"},
+        "absent": ["old", "nvidia.com/gpu.present"],
+    }
+    forced = params(kubelet_node_labels={"nvidia.com/gpu.present": False})
+    assert kb.kubelet_compose_labels(forced, False) == {"labels": {"nvidia.com/gpu.present": "false"}, "absent": []}
+
+
+@pytest.mark.parametrize(
+    ("field", "flag"),
+    [
+        ("cgroupDriver", "cgroup-driver"),
+        ("containerRuntimeEndpoint", "container-runtime-endpoint"),
+        ("reservedSystemCPUs", "reserved-cpus"),
+        ("cpuCFSQuota", "cpu-cfs-quota"),
+        ("registerWithTaints", "register-with-taints"),
+        ("healthzBindAddress", "healthz-bind-address"),
+        ("podCIDR", "pod-cidr"),
+        ("maxPods", "max-pods"),
+    ],
+)
+def test_flag_for_field(field, flag):
+    assert kb.flag_for_field(field) == flag
+
+
+def test_flag_changes_in_dropin_mode():
+    plan = kb.kubelet_config_plan("1.31.0")
+    changes = kb.kubelet_flag_changes(
+        params(kubelet_flags={"--v": 2}, kubelet_flags_absent=["x"]),
+        plan,
+        {"cgroupDriver": "systemd", "featureGates": {"A": True}},
+    )
+    assert changes == {
+        "flags": {"v": 2, "config-dir": "/etc/kubernetes/kubelet.conf.d"},
+        "flags_absent": ["x", "cgroup-driver"],
+    }
+
+
+def test_flag_changes_for_old_kubelets_remove_config_dir_and_can_keep_conflicts():
+    plan = kb.kubelet_config_plan("1.27.0")
+    changes = kb.kubelet_flag_changes(params(kubelet_remove_conflicting_flags=False), plan, {"cgroupDriver": "systemd"})
+    assert changes == {"flags": {}, "flags_absent": ["config-dir"]}
+    plan = kb.kubelet_config_plan("1.31.0", "merge")
+    assert kb.kubelet_flag_changes(params(kubelet_remove_conflicting_flags=False), plan, {}) == {
+        "flags": {},
+        "flags_absent": [],
+    }
+
+
+MAIN = """\
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: false
+cgroupDriver: systemd
+clusterDNS:
+- 10.96.0.10
+healthzPort: 10248
+"""
+
+
+def test_merge_config_leaves_the_text_alone_when_nothing_changes():
+    result = kb.kubelet_merge_config(MAIN, {"cgroupDriver": "systemd"}, [], "/var/lib/kubelet/config.yaml")
+    assert result["changed"] is False
+    assert result["content"] is MAIN
+
+
+def test_merge_config_merges_keeps_other_keys_and_order_and_removes():
+    result = kb.kubelet_merge_config(
+        MAIN,
+        {"authentication": {"webhook": {"enabled": True}}, "clusterDNS": ["10.0.0.10"], "seccompDefault": True},
+        ["healthzPort"],
+    )
+    assert result["changed"] is True
+    assert result["content"] == (
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        "authentication:\n"
+        "  anonymous:\n"
+        "    enabled: false\n"
+        "  webhook:\n"
+        "    enabled: true\n"
+        "cgroupDriver: systemd\n"
+        "clusterDNS:\n"
+        "- 10.0.0.10\n"
+        "seccompDefault: true\n"
+    )
+    again = kb.kubelet_merge_config(result["content"], {"seccompDefault": True}, ["healthzPort"])
+    assert again["changed"] is False
+
+
+def test_merge_config_creates_a_full_document_from_nothing():
+    result = kb.kubelet_merge_config("", {"maxPods": 64})
+    assert result["changed"] is True
+    assert result["content"] == "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\n"
+
+
+def test_parse_config_errors_name_the_file_and_the_fix():
+    with pytest.raises(kb.AnsibleFilterError) as exc:
+        kb.kubelet_parse_config("a: [1,\nb: 2\n", "/var/lib/kubelet/config.yaml")
+    assert str(exc.value).startswith("/var/lib/kubelet/config.yaml is not valid YAML at line ")
+    assert str(exc.value).endswith("Fix the file (the kubelet cannot read it either), then run again.")
+    with pytest.raises(kb.AnsibleFilterError) as exc:
+        kb.kubelet_parse_config("- a\n", "/c.yaml")
+    assert str(exc.value) == (
+        "/c.yaml holds a list at the top level, not a KubeletConfiguration mapping. Fix the file, then run again."
+    )
+    with pytest.raises(kb.AnsibleFilterError) as exc:
+        kb.kubelet_parse_config("kind: KubeProxyConfiguration\n", "/c.yaml")
+    assert str(exc.value) == (
+        "/c.yaml is a KubeProxyConfiguration, not a KubeletConfiguration. Point kubelet_main_config_path at the "
+        "kubelet's --config file."
+    )
+    assert kb.kubelet_parse_config("", "/c.yaml") == {}
+    assert kb.kubelet_parse_config("# only a comment\n", "/c.yaml") == {}
+
+
+def test_config_document_is_a_full_object_with_type_meta_first():
+    text = kb.kubelet_config_document({"seccompDefault": True, "featureGates": {"B": False, "A": True}})
+    assert text == (
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        "seccompDefault: true\n"
+        "featureGates:\n"
+        "  B: false\n"
+        "  A: true\n"
+    )
+    assert yaml.safe_load(text)["kind"] == "KubeletConfiguration"
+
+
+def test_config_document_quotes_strings_that_look_like_other_types():
+    text = kb.kubelet_config_document({"reservedSystemCPUs": "0", "x": "true"})
+    assert yaml.safe_load(text) == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "reservedSystemCPUs": "0",
+        "x": "true",
+    }
+
+
+def test_effective_config_applies_dropins_in_order_and_replaces_lists():
+    main = {"a": 1, "l": [1, 2], "m": {"x": 1}}
+    assert kb.kubelet_effective_config(main, {"l": [3]}, {"m": {"y": 2}}) == {"a": 1, "l": [3], "m": {"x": 1, "y": 2}}
+    assert main == {"a": 1, "l": [1, 2], "m": {"x": 1}}
+
+
+@pytest.mark.parametrize(
+    ("config", "url"),
+    [
+        ({}, "http://127.0.0.1:10248/healthz"),
+        ({"healthzPort": 10256, "healthzBindAddress": "10.0.0.5"}, "http://10.0.0.5:10256/healthz"),
+        ({"healthzBindAddress": "0.0.0.0"}, "http://127.0.0.1:10248/healthz"),
+        ({"healthzBindAddress": "::"}, "http://[::1]:10248/healthz"),
+        ({"healthzBindAddress": "fd00::5"}, "http://[fd00::5]:10248/healthz"),
+        ({"healthzPort": 0}, ""),
+    ],
+)
+def test_healthz_url(config, url):
+    assert kb.kubelet_healthz_url(config) == url
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "resets"),
+    [
+        ({}, {}, []),
+        ({}, {"cpuManagerPolicy": "none"}, []),
+        ({}, {"cpuManagerPolicy": "static"}, ["cpu_manager_state"]),
+        (
+            {"cpuManagerPolicy": "static", "reservedSystemCPUs": "0"},
+            {"cpuManagerPolicy": "static"},
+            ["cpu_manager_state"],
+        ),
+        ({"memoryManagerPolicy": "Static"}, {}, ["memory_manager_state"]),
+        ({"maxPods": 1}, {"maxPods": 2, "topologyManagerPolicy": "restricted"}, []),
+    ],
+)
+def test_state_resets(old, new, resets):
+    assert kb.kubelet_state_resets(old, new) == resets
+
+
+def test_flags_in_text_finds_flags_in_kubeadm_flags_env():
+    text = (
+        'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///x --pod-infra-container-image=p '
+        '--cgroup-driver x"\n'
+    )
+    found = kb.kubelet_flags_in_text(text, ["container-runtime-endpoint", "cgroup-driver", "max-pods", "cgroup"])
+    assert found == ["container-runtime-endpoint", "cgroup-driver"]
+    assert kb.kubelet_flags_in_text("", ["a"]) == []
+
+
+def test_changed_files_lists_changed_results_with_backups():
+    pairs = [
+        ["/a", {"changed": True, "backup_file": "/a.1~"}],
+        ["/b", {"changed": False}],
+        ["/c", {"changed": True}],
+        ["/d", {}],
+    ]
+    assert kb.kubelet_changed_files(pairs) == ["/a (backup: /a.1~)", "/c"]
+
+
+def test_service_state_from_a_service_facts_result():
+    result = {"ansible_facts": {"services": {"kubelet.service": {"name": "kubelet.service", "state": "running"}}}}
+    assert kb.kubelet_service_state(result, "kubelet") == "running"
+    assert kb.kubelet_service_state(result, "kubelet.service") == "running"
+    assert kb.kubelet_service_state({"skipped": True}, "kubelet") == "unknown"
+    assert kb.kubelet_service_state(None) == "unknown"
+
+
+def test_every_filter_the_role_uses_exists():
+    pattern = re.compile(r"(?:\|\s*|map\(')(kubelet_[a-z_]+)")
+    used = set()
+    for path in (ROOT / "roles/kubelet").rglob("*"):
+        if path.suffix in (".yml", ".j2"):
+            used.update(pattern.findall(path.read_text()))
+    assert {"kubelet_validate", "kubelet_compose_config", "kubelet_config_document", "kubelet_flag_for_field"} <= used
+    assert used <= set(kb.FilterModule().filters())
