@@ -329,17 +329,22 @@ def kubelet_runtime_endpoint(gpu_node: dict, requested) -> dict:
 # --- input checks ------------------------------------------------------------------------------------------
 
 
+# Checked with isinstance, in this order (bool is an int): Ansible hands filters
+# subclasses of these types (_AnsibleTaggedStr, _AnsibleTaggedDict, ...).
+_TYPE_NAMES = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (Mapping, "a dict"),
+)
+
+
 def _type_name(value) -> str:
     if value is None:
         return "null"
-    return {
-        bool: "a boolean",
-        int: "an integer",
-        float: "a number",
-        str: "a string",
-        list: "a list",
-        dict: "a dict",
-    }.get(type(value), f"a {type(value).__name__}")
+    return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)), f"a {type(value).__name__}")
 
 
 def _suggest(name: str, known) -> str:

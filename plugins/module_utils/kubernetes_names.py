@@ -61,6 +61,14 @@ _PREFIX_RULE = (
 )
 
 
+def _kind(value) -> str:
+    """The name of the plain type ``value`` is (or derives from: Ansible passes tagged subclasses)."""
+    for kind in (bool, int, float, str, list, tuple, dict):
+        if isinstance(value, kind):
+            return kind.__name__
+    return type(value).__name__
+
+
 def _name_error(name: str) -> str | None:
     if not name:
         return "the name part is empty"
@@ -78,7 +86,7 @@ def qualified_name_error(key, what: str = "label key") -> str | None:
     <= 63 characters of ``[A-Za-z0-9._-]`` starting and ending alphanumeric.
     """
     if not isinstance(key, str):
-        return f"{what} {key!r} is a {type(key).__name__}, not a string"
+        return f"{what} {key!r} is a {_kind(key)}, not a string"
     if key.count("/") > 1:
         return f"{what} {key!r} has more than one '/': use [prefix/]name, e.g. example.com/gpu-pool"
     prefix, _, name = key.rpartition("/")
@@ -96,7 +104,7 @@ def qualified_name_error(key, what: str = "label key") -> str | None:
 def label_value_error(value, what: str = "label value") -> str | None:
     """Check a label or taint value: empty, or <= 63 characters like a name part."""
     if not isinstance(value, str):
-        return f"{what} {value!r} is a {type(value).__name__}, not a string"
+        return f"{what} {value!r} is a {_kind(value)}, not a string"
     if value == "":
         return None
     if len(value) > NAME_MAX or not _NAME_RE.match(value):
@@ -138,7 +146,7 @@ def parse_taint(text) -> dict:
     out of the result when the text has none (``key:Effect``).
     """
     if not isinstance(text, str):
-        raise ValueError(f"taint {text!r} is a {type(text).__name__}, not a string of the form key[=value]:Effect")
+        raise ValueError(f"taint {text!r} is a {_kind(text)}, not a string of the form key[=value]:Effect")
     spec, sep, effect = text.rpartition(":")
     if not sep:
         raise ValueError(

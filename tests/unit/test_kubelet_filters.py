@@ -602,6 +602,24 @@ def test_flags_that_override_a_configured_field_are_refused():
     ]
 
 
+class _TaggedStr(str):
+    """Stands for Ansible's _AnsibleTaggedStr: the variables a filter gets are subclasses of the plain types."""
+
+
+class _TaggedList(list):
+    pass
+
+
+def test_type_names_in_messages_see_through_ansibles_subclasses():
+    # found by molecule/kubelet: the message read "'yes' is a _AnsibleTaggedStr"
+    assert kb.kubelet_validate(params(kubelet_seccomp_default=_TaggedStr("yes")), "1.31.0") == [
+        "kubelet_seccomp_default: 'yes' is a string; use true, false or null (unquoted)."
+    ]
+    assert kb.kubelet_validate(params(kubelet_node_labels={"a": _TaggedList(["x"])}), "1.31.0") == [
+        "kubelet_node_labels: label value ['x'] is a list, not a string (label 'a')."
+    ]
+
+
 def test_integer_reserved_cpus_and_boolean_label_values_are_accepted():
     assert kb.kubelet_validate(params(kubelet_reserved_system_cpus=0, kubelet_node_labels={"a": True})) == []
 

@@ -1,0 +1,392 @@
+"""Verify the kubelet role against the TEST STAND-IN kubelet of this scenario.
+
+kl-debian13 runs a 1.31 stand-in (drop-in in /etc/kubernetes/kubelet.conf.d,
+a simulated GPU), kl-debian12 a 1.27 one (merge into /var/lib/kubelet/config.yaml,
+no GPU). The stand-in records each start in starts.jsonl: what it was started
+with, and which configuration it read. The last tests rerun converge.yml with
+bad variables and check that each one fails before anything on the node changes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from playbook_runner import run_playbook
+
+MAIN_CONFIG = "/var/lib/kubelet/config.yaml"
+DROPIN_DIR = "/etc/kubernetes/kubelet.conf.d"
+DROPIN = f"{DROPIN_DIR}/50-gpu-node.conf"
+ALPHA_ENV_DROPIN = "/etc/systemd/system/kubelet.service.d/50-gpu-node-config-dir.conf"
+ENV_FILE = "/etc/default/kubelet"
+STARTS = "/var/log/kubelet-standin/starts.jsonl"
+STARTS_AFTER_CONVERGE = "/var/log/kubelet-standin/starts-after-converge.log"
+# Everything the role could write (or back up) on the node.
+WATCHED = ("/etc/default", "/var/lib/kubelet", "/etc/kubernetes", "/etc/systemd/system")
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+PREPARED_CONFIG = yaml.safe_load((SCENARIO / "files" / "config.yaml").read_text())
+PREPARED_CONFIG_TEXT = (SCENARIO / "files" / "config.yaml").read_text()
+
+# What converge.yml asks for, as KubeletConfiguration fields.
+OUR_FIELDS = {
+    "cgroupDriver": "systemd",
+    "seccompDefault": True,
+    "cpuManagerPolicy": "static",
+    "reservedSystemCPUs": "0",
+    "topologyManagerPolicy": "single-numa-node",
+    "containerRuntimeEndpoint": "unix:///run/containerd/containerd.sock",
+    "featureGates": {"CPUManagerPolicyBetaOptions": True},
+    "topologyManagerScope": "pod",
+    "containerLogMaxSize": "50Mi",
+    "evictionHard": {"memory.available": "500Mi"},
+}
+PREPARED_TAINT = {"key": "example.com/pool", "value": "batch", "effect": "NoSchedule"}
+USER_TAINT = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+USER_LABELS = {"example.com/gpu-pool": "a100", "example.com/fast-net": "true"}
+GPU_LABELS = {"nvidia.com/gpu.present": "true"}
+
+
+def _vars(host) -> dict:
+    return host.ansible.get_variables()
+
+
+def _is_dropin_node(host) -> bool:
+    return tuple(int(p) for p in _vars(host)["standin_kubelet_version"].split(".")[:2]) >= (1, 30)
+
+
+def _has_gpu(host) -> bool:
+    return bool(_vars(host)["standin_simulate_gpu"])
+
+
+def _yaml(host, path: str):
+    return yaml.safe_load(host.file(path).content_string)
+
+
+def _starts(host) -> list[dict]:
+    return [json.loads(line) for line in host.file(STARTS).content_string.splitlines()]
+
+
+def _prepared_env_text(host) -> str:
+    labels = _vars(host)["standin_node_labels"]
+    return (
+        "# Extra kubelet flags for this node (kubeadm's 10-kubeadm.conf puts them last).\n"
+        f'KUBELET_EXTRA_ARGS="--max-pods=200 --node-ip=10.0.0.5 --node-labels={labels} --cgroup-driver=cgroupfs"\n'
+        "HTTPS_PROXY=http://proxy.example.com:3128\n"
+    )
+
+
+def _extra_args(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if line.startswith("KUBELET_EXTRA_ARGS=")]
+    assert len(lines) == 1, text
+    return shlex.split(lines[0].split("=", 1)[1])[0].split()
+
+
+def _labels(args: list[str]) -> dict:
+    values = [arg.split("=", 1)[1] for arg in args if arg.startswith("--node-labels=")]
+    assert len(values) == 1, args
+    return dict(pair.split("=", 1) for pair in values[0].split(","))
+
+
+def _prepared_labels(host) -> dict:
+    return dict(pair.split("=", 1) for pair in _vars(host)["standin_node_labels"].split(","))
+
+
+def _expected_taints(host) -> list[dict]:
+    return [PREPARED_TAINT, USER_TAINT] + ([GPU_TAINT] if _has_gpu(host) else [])
+
+
+def _snapshot(host) -> dict:
+    """sha256 of every file the role could have written or backed up."""
+    out = host.check_output(f"find {' '.join(WATCHED)} -type f -print0 | sort -z | xargs -0 sha256sum")
+    return dict(reversed(line.split(None, 1)) for line in out.splitlines())
+
+
+# --- the configuration ---------------------------------------------------------------------------------------
+
+
+def test_the_dropin_is_a_full_kubelet_configuration_on_1_31_and_absent_on_1_27(host):
+    if not _is_dropin_node(host):
+        assert not host.file(DROPIN_DIR).exists, "a 1.27 kubelet got a drop-in directory"
+        return
+    dropin = host.file(DROPIN)
+    assert (dropin.user, dropin.group, dropin.mode) == ("root", "root", 0o644)
+    text = dropin.content_string
+    assert text.startswith("#"), "the drop-in does not say who manages it"
+    config = yaml.safe_load(text)
+    assert list(config)[:2] == ["apiVersion", "kind"]
+    assert config == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        **OUR_FIELDS,
+        "registerWithTaints": _expected_taints(host),
+    }
+    assert host.file(DROPIN_DIR).listdir() == ["50-gpu-node.conf"]
+
+
+def test_the_main_config_is_merged_on_1_27_and_untouched_on_1_31(host):
+    text = host.file(MAIN_CONFIG).content_string
+    backups = [name for name in host.file("/var/lib/kubelet").listdir() if name.startswith("config.yaml.")]
+    assert host.file(MAIN_CONFIG).mode == 0o644
+    if _is_dropin_node(host):
+        assert text == PREPARED_CONFIG_TEXT
+        assert backups == []
+        return
+    config = yaml.safe_load(text)
+    expected = {
+        **PREPARED_CONFIG,
+        **OUR_FIELDS,
+        "evictionHard": {**PREPARED_CONFIG["evictionHard"], **OUR_FIELDS["evictionHard"]},
+        "registerWithTaints": _expected_taints(host),
+    }
+    assert config == expected
+    # kubeadm's keys keep their order; ours that were not there are appended
+    assert list(config)[: len(PREPARED_CONFIG)] == list(PREPARED_CONFIG)
+    assert len(backups) == 1, backups
+    assert host.file(f"/var/lib/kubelet/{backups[0]}").content_string == PREPARED_CONFIG_TEXT
+
+
+def test_no_alpha_environment_for_1_27_and_1_31(host):
+    assert not host.file(ALPHA_ENV_DROPIN).exists
+
+
+def test_the_stale_cpu_manager_checkpoint_is_gone(host):
+    assert not host.file("/var/lib/kubelet/cpu_manager_state").exists
+
+
+# --- flags and labels ----------------------------------------------------------------------------------------
+
+
+def test_the_admins_flags_and_lines_are_kept(host):
+    text = host.file(ENV_FILE).content_string
+    prepared = _prepared_env_text(host).splitlines()
+    lines = text.splitlines()
+    assert len(lines) == 3, text
+    assert lines[0] == prepared[0], "the comment changed"
+    assert lines[2] == prepared[2], "the unrelated line changed"
+    args = _extra_args(text)
+    assert args[2].startswith("--node-labels="), "--node-labels lost its place"
+    # kept in place; --cgroup-driver removed (it would override cgroupDriver); ours appended
+    expected = ["--max-pods=200", "--node-ip=10.0.0.5", args[2], "--v=2"]
+    if _is_dropin_node(host):
+        expected.append(f"--config-dir={DROPIN_DIR}")
+    assert args == expected
+
+
+def test_the_conflicting_cgroup_driver_flag_is_removed(host):
+    # --cgroup-driver=cgroupfs would override cgroupDriver: systemd
+    assert "--cgroup-driver" not in host.file(ENV_FILE).content_string
+
+
+def test_node_labels_are_merged_as_a_map(host):
+    labels = _labels(_extra_args(host.file(ENV_FILE).content_string))
+    prepared = _prepared_labels(host)
+    expected = {**prepared, **USER_LABELS}
+    if _has_gpu(host):
+        expected.update(GPU_LABELS)
+    else:
+        for key in GPU_LABELS:
+            expected.pop(key, None)
+    assert labels == expected
+    assert next(iter(labels)) == "example.com/rack", "the admin's label lost its place"
+
+
+def test_the_gpu_label_is_set_on_a_gpu_node_and_removed_elsewhere(host):
+    labels = _labels(_extra_args(host.file(ENV_FILE).content_string))
+    if _has_gpu(host):
+        assert labels["nvidia.com/gpu.present"] == "true"
+    else:
+        assert "nvidia.com/gpu.present" in _prepared_labels(host)
+        assert "nvidia.com/gpu.present" not in labels
+
+
+def test_the_env_file_backup_holds_the_admins_file(host):
+    backups = [name for name in host.file("/etc/default").listdir() if name.startswith("kubelet.")]
+    assert len(backups) == 1, backups
+    assert host.file(f"/etc/default/{backups[0]}").content_string == _prepared_env_text(host)
+
+
+# --- the stand-in kubelet ------------------------------------------------------------------------------------
+
+
+def test_the_standin_reports_its_version(host):
+    out = host.check_output("kubelet --version")
+    assert out == f"Kubernetes v{_vars(host)['standin_kubelet_version']}"
+
+
+def test_gpu_node_facts_see_the_running_standin(host):
+    # the role restarts only a kubelet these facts report as running
+    kubelet = host.ansible("gpu_node_facts", check=False)["ansible_facts"]["gpu_node"]["kubelet"]
+    assert kubelet["installed"] is True
+    assert kubelet["running"] is True
+    assert kubelet["binary"] == "/usr/bin/kubelet"
+    assert kubelet["version"] == _vars(host)["standin_kubelet_version"]
+    assert kubelet["config_dir_supported"] is _is_dropin_node(host)
+
+
+def test_the_kubelet_was_restarted_once_by_converge_and_not_by_idempotence(host):
+    # prepare started it once; starts-after-converge.log holds the count after converge, then after idempotence
+    counts = [int(n) for n in host.file(STARTS_AFTER_CONVERGE).content_string.split()]
+    assert counts[:2] == [2, 2], counts
+    assert len(_starts(host)) == 2
+
+
+def test_the_first_start_saw_the_prepared_files(host):
+    first = _starts(host)[0]
+    assert first["refused"] is None
+    assert first["config"] == {"path": MAIN_CONFIG, "content": PREPARED_CONFIG_TEXT}
+    assert first["env"]["KUBELET_EXTRA_ARGS"].split() == _extra_args(_prepared_env_text(host))
+    assert first["dropins"] == {}
+
+
+def test_the_last_start_saw_our_configuration(host):
+    last = _starts(host)[-1]
+    assert last["refused"] is None
+    text = host.file(ENV_FILE).content_string
+    assert last["env"]["KUBELET_EXTRA_ARGS"].split() == _extra_args(text)
+    assert last["env"]["KUBELET_CONFIG_DROPIN_DIR_ALPHA"] is None
+    # kubeadm's drop-in puts KUBELET_EXTRA_ARGS last on the command line
+    assert last["argv"][-len(_extra_args(text)) :] == _extra_args(text)
+    assert f"--config={MAIN_CONFIG}" in last["argv"]
+    assert last["config"] == {"path": MAIN_CONFIG, "content": host.file(MAIN_CONFIG).content_string}
+    if _is_dropin_node(host):
+        assert last["config_dir"] == DROPIN_DIR
+        assert last["dropins"] == {DROPIN: host.file(DROPIN).content_string}
+    else:
+        assert last["config_dir"] is None
+        assert last["dropins"] == {}
+
+
+def test_the_running_kubelet_is_the_last_start_and_healthy(host):
+    assert host.service("kubelet").is_running
+    main_pid = int(host.check_output("systemctl show kubelet -p MainPID --value"))
+    assert main_pid == _starts(host)[-1]["pid"]
+    healthz = host.run(
+        "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:10248/healthz').read())\""
+    )
+    assert healthz.rc == 0, healthz.stderr
+    assert healthz.stdout.strip() == "b'ok'"
+
+
+# --- reruns with other variables -----------------------------------------------------------------------------
+
+
+def _playbook(host, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
+    """converge.yml against this host, with its output free of colour codes (molecule forces colour)."""
+    run = run_playbook(host, SCENARIO / "converge.yml", extra_vars, *args)
+    run.stdout = ANSI_ESCAPE.sub("", run.stdout)
+    return run
+
+
+ROLE_CHECK = "kubelet : Check the kubelet variables before anything on the node changes"
+ARG_SPEC = "kubelet : Validating arguments against arg spec 'main'"
+
+
+def _failure(run, hostname: str) -> tuple[str, dict]:
+    """The name of the task that failed on hostname and its result, read back from the YAML result format."""
+    lines = run.stdout.splitlines()
+    marker = f"fatal: [{hostname}]: FAILED! =>"
+    start = next((i for i, line in enumerate(lines) if line.startswith(marker)), None)
+    assert start is not None, run.stdout + run.stderr
+    block = []
+    for line in lines[start + 1 :]:
+        if line.strip() and not line.startswith("    "):
+            break
+        block.append(line)
+    task = next(line for line in reversed(lines[:start]) if line.startswith("TASK ["))
+    return task[len("TASK [") :], yaml.safe_load(textwrap.dedent("\n".join(block)))
+
+
+# case: (extra vars, the task that refuses them, its message). The role's own
+# check lists every problem in msg; the argument spec refuses a type Ansible
+# cannot convert before that (its argument_errors start with the message).
+BAD_INPUTS = {
+    "unknown-field": (
+        {"kubelet_config": {"maxPodz": 110}},
+        ROLE_CHECK,
+        "kubelet_config: 'maxPodz' is not a KubeletConfiguration (v1beta1) field (did you mean 'maxPods'?); "
+        "fix the name, or put a field newer than this role in kubelet_config_passthrough.",
+    ),
+    "label-key-syntax": (
+        {"kubelet_node_labels": {"example.com/gpu pool": "a100"}},
+        ROLE_CHECK,
+        "kubelet_node_labels: label key 'example.com/gpu pool': the name part 'gpu pool' has characters or an ending "
+        "that are not allowed; the name must be at most 63 characters: letters, digits, '-', '_' and '.', starting "
+        "and ending with a letter or digit.",
+    ),
+    "label-reserved-namespace": (
+        {"kubelet_node_labels": {"node-role.kubernetes.io/gpu": ""}},
+        ROLE_CHECK,
+        "kubelet_node_labels: label key 'node-role.kubernetes.io/gpu' is in the reserved node-role.kubernetes.io "
+        "namespace, and the kubelet refuses to start with it in --node-labels (only node.kubernetes.io/..., "
+        "kubelet.kubernetes.io/... and the well-known topology, os, arch and instance-type labels are allowed); use "
+        "your own prefix (e.g. example.com/role), or set the label through the API (kubectl label node).",
+    ),
+    "label-value": (
+        {"kubelet_node_labels": {"example.com/gpu-pool": "a100/80gb"}},
+        ROLE_CHECK,
+        "kubelet_node_labels: label value 'a100/80gb' is not valid: it must be empty or at most 63 characters: "
+        "letters, digits, '-', '_' and '.', starting and ending with a letter or digit (label 'example.com/gpu-pool').",
+    ),
+    "taint-effect": (
+        {"kubelet_register_with_taints": ["example.com/dedicated=ml:NoScheduled"]},
+        ROLE_CHECK,
+        "kubelet_register_with_taints: taint 'example.com/dedicated=ml:NoScheduled' has the effect 'NoScheduled': "
+        "use one of NoSchedule, PreferNoSchedule, NoExecute.",
+    ),
+    "taint-without-effect": (
+        {"kubelet_gpu_register_with_taints": ["nvidia.com/gpu=present"]},
+        ROLE_CHECK,
+        "kubelet_gpu_register_with_taints: taint 'nvidia.com/gpu=present' has no effect: write key[=value]:Effect, "
+        "e.g. nvidia.com/gpu=present:NoSchedule.",
+    ),
+    "wrong-type-string-for-bool": (
+        # the argument spec would take "yes" as true; the role refuses what Jinja would read as a string
+        {"kubelet_seccomp_default": "yes"},
+        ROLE_CHECK,
+        "kubelet_seccomp_default: 'yes' is a string; use true, false or null (unquoted).",
+    ),
+    "wrong-type-list-for-dict": (
+        {"kubelet_feature_gates": ["CPUManagerPolicyBetaOptions"]},
+        ARG_SPEC,
+        "argument 'kubelet_feature_gates' is of type list and we were unable to convert to dict",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_a_bad_input_fails_with_its_message_and_changes_nothing(host, case):
+    extra_vars, refused_by, message = BAD_INPUTS[case]
+    before, starts = _snapshot(host), len(_starts(host))
+    run = _playbook(host, extra_vars)
+    assert run.returncode != 0, run.stdout
+    task, result = _failure(run, host.backend.get_hostname())
+    assert task.startswith(refused_by), task
+    if refused_by == ROLE_CHECK:
+        assert result["msg"] == [message]
+    else:
+        assert [error for error in result["argument_errors"] if error.startswith(message)], result["argument_errors"]
+    assert _snapshot(host) == before
+    assert len(_starts(host)) == starts, "the kubelet was restarted"
+
+
+def test_an_unknown_field_passes_through_kubelet_config_passthrough(host):
+    # the name refused in kubelet_config above is written as given here; --check --diff changes nothing
+    before, starts = _snapshot(host), len(_starts(host))
+    run = _playbook(host, {"kubelet_config_passthrough": {"maxPodz": 110}}, "--check", "--diff")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "+maxPodz: 110" in run.stdout, run.stdout
+    assert "changed=1" in run.stdout, run.stdout
+    assert _snapshot(host) == before
+    assert len(_starts(host)) == starts, "check mode restarted the kubelet"
