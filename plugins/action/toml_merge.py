@@ -1,0 +1,195 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""Action plugin behind ``toml_merge``: merges settings into any TOML file with tomlkit on the controller.
+
+The file is read from the node (``stat`` + ``slurp``), merged here with the
+project's one merge engine (plugins/module_utils/config_merge.py) on the
+tomlkit document, so comments, order and layout of everything else survive,
+and written back through the ``ansible.builtin.copy`` action (atomic replace,
+backup, validate, owner/group/mode). Nothing is written when the parsed value
+does not change. Documentation: library/toml_merge.py.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from datetime import date, datetime, time
+from pathlib import Path
+from typing import NamedTuple
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path (it loads the other module_utils files)."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+ARGUMENT_SPEC = {
+    "path": {"type": "str", "required": True},
+    "settings": {"type": "dict", "default": {}},
+    "remove": {"type": "list", "elements": "raw", "default": []},
+    "list_strategy": {"type": "str", "choices": ["replace", "append_unique", "prepend_unique"], "default": "replace"},
+    "create": {"type": "bool", "default": True},
+    "backup": {"type": "bool", "default": False},
+    "validate": {"type": "str"},
+    **_controller_files().FILE_ARGUMENT_SPEC,
+}
+
+
+class TomlMergeError(Exception):
+    """A request that cannot be applied; the message names the file, the problem and the fix."""
+
+
+class Plan(NamedTuple):
+    """What merging gives: the text before and after, and whether the file is to be written."""
+
+    path: str
+    before: str
+    after: str
+    existed: bool
+    changed: bool
+
+
+def plain(value, where: str = "settings"):
+    """``value`` as plain Python types TOML can hold (Ansible hands over str/dict subclasses); None is refused."""
+    if value is None:
+        raise TomlMergeError(f"{where} is null, which TOML cannot hold: give it a value, or delete the key with remove")
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (datetime, date, time)):
+        return value
+    if isinstance(value, dict):
+        result = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TomlMergeError(f"{where} has the key {key!r}, but TOML keys are strings: quote it")
+            result[str(key)] = plain(item, f"{where}.{key}")
+        return result
+    if isinstance(value, (list, tuple)):
+        return [plain(item, f"{where}[{index}]") for index, item in enumerate(value)]
+    raise TomlMergeError(f"{where} is a {type(value).__name__}, which TOML cannot hold: use a string")
+
+
+def plan(
+    text: str | None,
+    path: str,
+    settings: dict,
+    remove: list | None = None,
+    list_strategy: str = "replace",
+    create: bool = True,
+) -> Plan:
+    """Merge ``settings`` into the TOML ``text`` of ``path`` (None: the file is missing) after deleting ``remove``.
+
+    Returns the before and after text; ``changed`` is true when the parsed value
+    differs, or when a missing file is to be created. Layout-only differences
+    never count.
+    """
+    tomlkit, parse_error = _tomlkit()
+    cm = _controller_files().load_module_util("config_merge")
+    changes = plain(dict(settings or {}))
+    try:
+        paths = [cm.normalize_path(plain(item, "remove")) for item in remove or []]
+    except ValueError as exc:
+        raise TomlMergeError(
+            f"{path}: remove must list key paths, each a list of keys or a top-level key ({exc})"
+        ) from exc
+    existed = text is not None
+    if not existed and not create:
+        raise TomlMergeError(f"{path} does not exist: install what provides it first, or set create: true")
+    before = text or ""
+    try:
+        doc = tomlkit.parse(before)
+    except parse_error as exc:
+        raise TomlMergeError(
+            f"{path} is not valid TOML ({exc}): fix the file by hand (or restore its backup); nothing was changed"
+        ) from exc
+    old_value = doc.unwrap()
+    cm.remove_paths(doc, paths)
+    try:
+        cm.merge_into(doc, changes, list_strategy)
+    except (TypeError, ValueError) as exc:  # tomlkit refuses a value where the file has an incompatible item
+        raise TomlMergeError(f"{path}: the settings cannot be merged ({exc}); nothing was changed") from exc
+    after = tomlkit.dumps(doc)
+    try:
+        tomlkit.parse(after)
+    except parse_error as exc:  # keys that tomlkit cannot place (e.g. a value over an array of tables)
+        raise TomlMergeError(f"{path}: merging the settings gives invalid TOML ({exc}); nothing was changed") from exc
+    changed = not existed or not cm.values_equal(old_value, doc.unwrap())
+    return Plan(path=path, before=before, after=after if changed else before, existed=existed, changed=changed)
+
+
+def _tomlkit():
+    try:
+        import tomlkit
+        from tomlkit.exceptions import ParseError
+    except ImportError as exc:
+        raise TomlMergeError(
+            f"toml_merge needs the tomlkit Python library on the controller ({exc}): pip install tomlkit"
+        ) from exc
+    return tomlkit, ParseError
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp
+        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            result.update(self._merge(args, task_vars))
+        except TomlMergeError as exc:
+            result.update(failed=True, changed=False, msg=str(exc))
+        except AnsibleActionFail as exc:
+            result.update({"changed": False, **exc.result, "failed": True, "msg": exc.message})
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result
+
+    def _merge(self, args: dict, task_vars: dict) -> dict:
+        cf = _controller_files()
+        path = args["path"]
+        text = cf.read_text(self, path, task_vars, hint="toml_merge edits TOML text files only")
+        outcome = plan(text, path, args["settings"], args["remove"], args["list_strategy"], args["create"])
+        result = {"changed": outcome.changed, "path": path}
+        if not outcome.changed:
+            result["msg"] = f"{path} already has these settings, nothing to change"
+            return result
+        if self._task.diff:
+            result["diff"] = cf.text_diff(path, outcome.before, outcome.after)
+        if self._task.check_mode:
+            result["msg"] = f"would update {path} (check mode, nothing written)"
+            return result
+        if not outcome.existed:
+            cf.ensure_directory(self, path, task_vars)
+        copy_arguments = cf.copy_args(
+            outcome.after, path, args, existed=outcome.existed, backup=args["backup"], validate=args["validate"]
+        )
+        res = cf.run_copy(self, copy_arguments, task_vars)
+        if res.get("failed"):
+            raise AnsibleActionFail(
+                f"{path} was not changed: writing the merged file failed: {cf.copy_failure_detail(res)}"
+                + (". The validate command rejected the candidate: fix the settings" if args["validate"] else ""),
+                result={key: res[key] for key in ("stdout", "stderr", "exit_status") if key in res},
+            )
+        if res.get("backup_file"):
+            result["backup_file"] = res["backup_file"]
+        result["msg"] = f"{'updated' if outcome.existed else 'created'} {path}"
+        return result

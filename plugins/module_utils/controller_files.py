@@ -1,0 +1,165 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""Helpers for controller-side action plugins that edit one text file on the node.
+
+Such a plugin reads the file with ``stat`` + ``slurp``, computes the new text
+on the controller (tomlkit, the merge engine) and writes it back through the
+``ansible.builtin.copy`` action, which gives it the atomic replace, ``backup``,
+``validate`` and owner/group/mode handling of core Ansible.
+
+Controller plugins cannot import this project's module_utils as
+``ansible.module_utils.*``; they load this file by path (see
+``load_module_util``) and get every other module_utils file from it:
+
+    def _controller_files():
+        name = "gpu_node_provisioning_controller_files"
+        if name not in sys.modules:
+            path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            sys.modules[name] = module
+        return sys.modules[name]
+
+This file runs on the controller only: no module imports it.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import posixpath
+import sys
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.text.converters import to_text
+
+MODULE_PREFIX = "gpu_node_provisioning_"
+
+# File attributes passed on to the copy action unchanged.
+FILE_ARGS = ("owner", "group", "mode", "seuser", "serole", "setype", "selevel", "unsafe_writes", "attributes")
+
+# argument_spec entries of those attributes, for ActionBase.validate_argument_spec().
+FILE_ARGUMENT_SPEC = {
+    "owner": {"type": "str"},
+    "group": {"type": "str"},
+    "mode": {"type": "raw"},
+    "seuser": {"type": "str"},
+    "serole": {"type": "str"},
+    "setype": {"type": "str"},
+    "selevel": {"type": "str"},
+    "unsafe_writes": {"type": "bool", "default": False},
+    "attributes": {"type": "str", "aliases": ["attr"]},
+}
+
+
+def load_module_util(name: str):
+    """Load plugins/module_utils/<name>.py by path, once per process, as ``gpu_node_provisioning_<name>``."""
+    module_name = f"{MODULE_PREFIX}{name}"
+    if module_name not in sys.modules:
+        path = Path(__file__).resolve().parent / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[module_name]
+            raise
+    return sys.modules[module_name]
+
+
+def read_text(action, path: str, task_vars: dict, hint: str = "") -> str | None:
+    """Return the UTF-8 text of ``path`` on the node, or None when it does not exist.
+
+    ``action`` is the running ActionBase. Raises AnsibleActionFail for a directory,
+    a read error or bytes that are not UTF-8 (``hint`` is appended to that message).
+    """
+    stat = action._execute_remote_stat(path, all_vars=task_vars, follow=True, checksum=False)
+    if not stat.get("exists"):
+        return None
+    if stat.get("isdir"):
+        raise AnsibleActionFail(f"{path} is a directory; point the path at a file")
+    res = action._execute_module(
+        module_name="ansible.legacy.slurp", module_args={"src": path}, task_vars=task_vars, wrap_async=False
+    )
+    if res.get("failed"):
+        raise AnsibleActionFail(f"could not read {path}: {res.get('msg', res)}")
+    try:
+        return base64.b64decode(res["content"]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # from None: AnsibleError would append the cause's text, which the message already holds
+        raise AnsibleActionFail(f"{path} is not UTF-8 text ({exc}){'; ' + hint if hint else ''}") from None
+
+
+def ensure_directory(action, path: str, task_vars: dict, mode: str = "0755") -> None:
+    """Create the parent directory of ``path`` on the node when it is missing."""
+    directory = posixpath.dirname(path)
+    if action._execute_remote_stat(directory, all_vars=task_vars, follow=True, checksum=False).get("exists"):
+        return
+    res = action._execute_module(
+        module_name="ansible.legacy.file",
+        module_args={"path": directory, "state": "directory", "mode": mode},
+        task_vars=task_vars,
+        wrap_async=False,
+    )
+    if res.get("failed"):
+        raise AnsibleActionFail(f"could not create {directory} for {path}: {res.get('msg')}")
+
+
+def copy_args(
+    content: str,
+    dest: str,
+    args: dict,
+    *,
+    existed: bool,
+    backup: bool = False,
+    validate: str | None = None,
+    new_file_mode: str = "0644",
+) -> dict:
+    """Arguments of the copy action that writes ``content`` to ``dest``.
+
+    File attributes come from ``args`` (the keys of FILE_ARGS that are set); a
+    file that did not exist gets ``new_file_mode`` unless ``args`` has a mode.
+    """
+    result = {"content": content, "dest": dest, "follow": True, "backup": backup, "force": True}
+    for name in FILE_ARGS:
+        if args.get(name) is not None:
+            result[name] = args[name]
+    if not existed and args.get("mode") is None:
+        result["mode"] = new_file_mode
+    if validate:
+        result["validate"] = validate
+    return result
+
+
+def run_copy(action, copy_arguments: dict, task_vars: dict) -> dict:
+    """Run the ``ansible.builtin.copy`` action with ``copy_arguments`` as a sub-task of ``action``; return its result.
+
+    The sub-task has diff turned off: the calling plugin returns its own diff.
+    """
+    new_task = action._task.copy()
+    new_task.args = copy_arguments
+    new_task.diff = False
+    copy_action = action._shared_loader_obj.action_loader.get(
+        "ansible.legacy.copy",
+        task=new_task,
+        connection=action._connection,
+        play_context=action._play_context,
+        loader=action._loader,
+        templar=action._templar,
+        shared_loader_obj=action._shared_loader_obj,
+    )
+    return copy_action.run(task_vars=task_vars)
+
+
+def copy_failure_detail(res: dict) -> str:
+    """The copy result's message plus its stderr (a failed ``validate`` puts the validator's output there)."""
+    detail = to_text(res.get("stderr") or "").strip()
+    return f"{res.get('msg')}" + (f" ({detail})" if detail else "")
+
+
+def text_diff(path: str, before: str, after: str) -> dict:
+    """An Ansible diff dict for one file."""
+    return {"before_header": path, "after_header": path, "before": before, "after": after}

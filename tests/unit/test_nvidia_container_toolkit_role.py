@@ -1,0 +1,146 @@
+"""roles/nvidia_container_toolkit: tags, README, and that each OS family's tasks find the variables they use."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = ROOT / "roles" / "nvidia_container_toolkit"
+PREFIX = "__nvidia_container_toolkit_"
+
+RUNTIME_TASKS = [
+    "nvidia_container_toolkit : Decide whether this node gets the toolkit, and check the settings",
+    "nvidia_container_toolkit : Register the nvidia runtime in each container runtime of this node",
+]
+ALL_TASKS = [
+    "nvidia_container_toolkit : Decide whether this node gets the toolkit, and check the settings",
+    "nvidia_container_toolkit : Trust the NVIDIA container toolkit repository after checking its key and signature",
+    "nvidia_container_toolkit : Install the four toolkit packages at one version and hold them there",
+    "nvidia_container_toolkit : Harden the NVIDIA runtime's config.toml, keeping the keys this role does not manage",
+    "nvidia_container_toolkit : Generate the CDI spec and keep it fresh where the NVIDIA driver is loaded",
+    "nvidia_container_toolkit : Register the nvidia runtime in each container runtime of this node",
+]
+
+
+def list_tasks(tmp_path: Path, *options: str) -> list[tuple[str, str]]:
+    """(task name, tags) of `ansible-playbook --list-tasks` for a play that only applies the role."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        "- name: Apply the toolkit role\n"
+        "  hosts: all\n"
+        "  gather_facts: false\n"
+        "  roles:\n"
+        "    - nvidia_container_toolkit\n"
+    )
+    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    ansible_playbook = Path(sys.executable).parent / "ansible-playbook"
+    result = subprocess.run(
+        [str(ansible_playbook), "-i", "gpu-node-1,", "--list-tasks", *options, str(playbook)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    tasks = []
+    in_tasks = False
+    for line in result.stdout.splitlines():
+        if line.strip() == "tasks:":
+            in_tasks = True
+            continue
+        if in_tasks and line.strip():
+            name, _, tags = line.strip().partition("\tTAGS: ")
+            tasks.append((name.strip(), tags.strip()))
+    return tasks
+
+
+def without_argument_validation(tasks: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(name, tags) for name, tags in tasks if "Validating arguments against arg spec" not in name]
+
+
+def test_tag_runtime_lists_only_the_runtime_registration_and_its_preflight(tmp_path):
+    tasks = list_tasks(tmp_path, "--tags", "runtime")
+    # the argument validation Ansible adds is tagged always
+    assert [tags for name, tags in tasks if "Validating arguments" in name] == ["[always]"]
+    assert without_argument_validation(tasks) == [(name, "[runtime, toolkit]") for name in RUNTIME_TASKS]
+
+
+def test_tag_toolkit_lists_every_step_of_the_role(tmp_path):
+    tasks = without_argument_validation(list_tasks(tmp_path, "--tags", "toolkit"))
+    assert [name for name, _ in tasks] == ALL_TASKS
+    assert all("toolkit" in tags for _, tags in tasks)
+
+
+def test_only_preflight_and_registration_carry_the_runtime_tag():
+    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
+    tagged = {task["name"]: task["tags"] for task in main}
+    assert [name for name, tags in tagged.items() if "runtime" in tags] == [n.split(" : ")[1] for n in RUNTIME_TASKS]
+    for task in main:
+        assert task["ansible.builtin.include_tasks"]["apply"]["tags"] == task["tags"], task["name"]
+
+
+def test_readme_documents_every_variable():
+    readme = (ROLE / "README.md").read_text()
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert [name for name in defaults if f"`{name}`" not in readme] == []
+
+
+# --------------------------------------------------------------------------- OS families as data
+
+
+def _defined_in_tasks(node, found: set[str]) -> None:
+    """Names a task file defines: register, set_fact keys, vars of blocks and tasks."""
+    if isinstance(node, list):
+        for item in node:
+            _defined_in_tasks(item, found)
+    elif isinstance(node, dict):
+        if isinstance(node.get("register"), str):
+            found.add(node["register"])
+        if isinstance(node.get("vars"), dict):
+            found.update(node["vars"])
+        set_fact = node.get("ansible.builtin.set_fact")
+        if isinstance(set_fact, dict):
+            found.update(set_fact)
+        for value in node.values():
+            _defined_in_tasks(value, found)
+
+
+def _task_files(manager: str) -> list[Path]:
+    common = ["main", "preflight", "key", "version", "config", "cdi", "runtimes"]
+    return [ROLE / "tasks" / f"{name}.yml" for name in [*common, f"repository_{manager}", f"packages_{manager}"]]
+
+
+OS_VARS = ["Debian.yml", "RedHat.yml"]
+
+
+@pytest.mark.parametrize("vars_file", OS_VARS)
+def test_every_internal_variable_a_family_uses_is_defined(vars_file):
+    os_vars = yaml.safe_load((ROLE / "vars" / vars_file).read_text())
+    manager = os_vars[f"{PREFIX}package_manager"]
+    files = _task_files(manager)
+    assert all(path.is_file() for path in files), [str(path) for path in files if not path.is_file()]
+    defined = set(yaml.safe_load((ROLE / "vars" / "main.yml").read_text())) | set(os_vars)
+    templates = [
+        ROLE / "templates" / source for path in files for source in re.findall(r"src: (\S+\.j2)", path.read_text())
+    ]
+    used = set()
+    for path in [*files, *templates]:
+        text = path.read_text()
+        used.update(re.findall(rf"\b{PREFIX}[a-z0-9_]+", text))
+        if path.suffix == ".yml":
+            _defined_in_tasks(yaml.safe_load(text), defined)
+    assert sorted(used - defined) == []
+
+
+def test_the_unsupported_family_has_no_package_manager():
+    default = yaml.safe_load((ROLE / "vars" / "default.yml").read_text())
+    assert default == {f"{PREFIX}package_manager": ""}
