@@ -1,0 +1,266 @@
+"""The gpu_validate role's checks, run for real by ansible-playbook against this machine.
+
+Nothing on the machine is inspected or changed: every command the checks run (docker, ctr,
+containerd, crio, nvidia-ctk, dpkg-query, nvidia-smi) is a small fake script put first on PATH,
+every file they look at lives under pytest's tmp_path, and the node facts that the role's
+preflight would gather (ansible_facts.gpu_node) are given. So the test drives the role's own
+check files (driver.yml ... report.yml, through include_role tasks_from) with their Jinja,
+their states and their report writing, on three kinds of node:
+
+- a GPU node where everything is right (all ok, report files written once, then unchanged);
+- a node without a GPU and without test images (GPU checks "skipped: no GPU", container runs
+  "skipped: no test image");
+- a GPU node where things are wrong (nvidia is docker's default, containers see GPUs, the
+  driver is not the pinned one, /dev/fuse is missing): the node fails with the failed checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+FAKES = {
+    "docker": """#!/bin/sh
+case "$1" in
+  info)
+    if [ "$SCEN" = bad ]; then default=nvidia; else default=runc; fi
+    printf '{"runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime"}, "runc": {"path": "runc"}}, '
+    printf '"default": "%s"}\\n' "$default" ;;
+  image) echo sha256:0123 ;;
+  run)
+    echo "$*" >> "$FAKE_LOG"
+    case "$*" in
+      *"sh -c"*) if [ "$SCEN" = bad ]; then echo 4; else echo 0; fi ;;
+    esac ;;
+esac
+""",
+    "ctr": """#!/bin/sh
+echo "ctr $*" >> "$FAKE_LOG"
+case "$*" in
+  *"images ls"*) echo docker.io/library/busybox:latest ;;
+  *" run "*) case "$*" in *"sh -c"*) echo 0 ;; esac ;;
+esac
+""",
+    "containerd": """#!/bin/sh
+cat <<'EOF'
+version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "runc"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+  runtime_type = "io.containerd.runc.v2"
+EOF
+""",
+    "crio": """#!/bin/sh
+echo 'time="now" level=info msg="Starting CRI-O"' >&2
+printf '[crio.runtime]\\ndefault_runtime = "runc"\\n[crio.runtime.runtimes.runc]\\nruntime_path = ""\\n'
+printf '[crio.runtime.runtimes.nvidia]\\nruntime_path = "/usr/bin/nvidia-container-runtime"\\n'
+""",
+    "nvidia-ctk": """#!/bin/sh
+echo "NVIDIA Container Toolkit CLI version 1.17.8"
+echo "commit: fake"
+""",
+    "dpkg-query": """#!/bin/sh
+printf '1.17.8-1'
+""",
+    "nvidia-smi": """#!/bin/sh
+echo "NVIDIA A100-SXM4-80GB, 580.95.05"
+echo "NVIDIA A100-SXM4-80GB, 580.95.05"
+""",
+}
+
+PLAYBOOK = """
+- name: Run the gpu_validate checks against fakes
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  environment:
+    PATH: "{{ fake_bin }}:/usr/bin:/bin:/usr/sbin:/sbin"
+    SCEN: "{{ scen }}"
+    FAKE_LOG: "{{ fake_log }}"
+  tasks:
+    - name: Give the state the role's preflight sets up
+      ansible.builtin.set_fact:
+        __gpu_validate_checks: []
+        __gpu_validate_has_gpu: "{{ has_gpu | bool }}"
+        __gpu_validate_runtimes: [docker, containerd, crio]
+        __gpu_validate_node:
+          has_gpu: "{{ has_gpu | bool }}"
+          gpu_count: 2
+          nouveau_loaded: false
+          driver: {loaded: "{{ has_gpu | bool }}", version: "580.95.05"}
+          nvidia_smi: "{{ fake_bin }}/nvidia-smi"
+          runtimes:
+            docker: {installed: true, running: true, binary: "{{ fake_bin }}/docker"}
+            containerd: {installed: true, running: true, binary: "{{ fake_bin }}/containerd"}
+            crio: {installed: true, running: false, binary: "{{ fake_bin }}/crio"}
+          kubelet: {installed: true, running: true, version: 1.31.2}
+          apparmor_enabled: true
+          apparmor: {kernel_enabled: true, securityfs: true}
+
+    - name: Load the Debian settings of the role
+      ansible.builtin.include_vars: "{{ role_dir }}/vars/Debian.yml"
+
+    - name: Run each check file of the role
+      ansible.builtin.include_role:
+        name: gpu_validate
+        tasks_from: "{{ step }}"
+      vars:
+        __gpu_validate_apparmor_os: true
+        __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
+        __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
+        __gpu_validate_fuse_device: "{{ fuse_device }}"
+      loop: [driver.yml, toolkit.yml, docker.yml, containerd.yml, crio.yml, fuse.yml, security.yml, kubelet.yml,
+             report.yml]
+      loop_control:
+        loop_var: step
+"""
+
+
+@pytest.fixture
+def node(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in FAKES.items():
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(0o755)
+    (tmp_path / "apparmor.d").mkdir()
+    (tmp_path / "apparmor.d" / "fuse").write_text("profile fuse {}\n")
+    (tmp_path / "apparmor-profiles").write_text("docker-default (enforce)\nfuse (enforce)\n")
+    (tmp_path / "seccomp" / "profiles").mkdir(parents=True)
+    (tmp_path / "seccomp" / "profiles" / "fuse.json").write_text('{"defaultAction": "SCMP_ACT_ERRNO"}\n')
+    (tmp_path / "kubelet.conf.d").mkdir()
+    (tmp_path / "kubelet.conf.d" / "50-gpu-node.conf").write_text("kind: KubeletConfiguration\n")
+    (tmp_path / "default-kubelet").write_text('KUBELET_EXTRA_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d"\n')
+    (tmp_path / "playbook.yml").write_text(PLAYBOOK)
+    return tmp_path
+
+
+def run(tmp: Path, scen: str, has_gpu: bool, **overrides) -> tuple[subprocess.CompletedProcess, dict | None]:
+    extra = {
+        "scen": scen,
+        "has_gpu": has_gpu,
+        "tmp": str(tmp),
+        "fake_bin": str(tmp / "bin"),
+        "fake_log": str(tmp / "containers.log"),
+        "role_dir": str(ROOT / "roles" / "gpu_validate"),
+        "fuse_device": "/dev/null",  # a character device every machine has
+        "ansible_python_interpreter": sys.executable,
+        "gpu_validate_report_dir": str(tmp / "report"),
+        "gpu_validate_seccomp_root": str(tmp / "seccomp"),
+        "gpu_validate_kubelet_config_dir": str(tmp / "kubelet.conf.d"),
+        "gpu_validate_kubelet_env_file": str(tmp / "default-kubelet"),
+        "gpu_validate_kubelet_main_config": str(tmp / "missing-config.yaml"),
+        "gpu_validate_driver_version": "580.95.05",
+        "gpu_validate_toolkit_version": "1.17.8-1",
+        "gpu_validate_test_image": "busybox:latest",
+        "gpu_validate_containerd_test_image": "docker.io/library/busybox:latest",
+        **overrides,
+    }
+    (tmp / "extra.json").write_text(json.dumps(extra))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    env["ANSIBLE_NOCOLOR"] = "1"
+    result = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp / "playbook.yml"), "-e", f"@{tmp / 'extra.json'}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    report = tmp / "report" / "validate.json"
+    return result, (json.loads(report.read_text()) if report.exists() else None)
+
+
+def by_name(report: dict) -> dict[str, dict]:
+    return {c["check"]: c for c in report["checks"]}
+
+
+def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
+    result, report = run(node, "good", True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = by_name(report)
+    assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
+    assert report["summary"] == {"ok": 18, "warn": 0, "fail": 0, "skipped": 0, "total": 18, "status": "ok"}
+    assert checks["NVIDIA driver"]["detail"] == "580.95.05 loaded (pin: version 580.95.05)"
+    assert checks["nvidia-smi"]["detail"] == "2 GPU(s): NVIDIA A100-SXM4-80GB"
+    assert checks["container toolkit"]["detail"] == "nvidia-container-toolkit 1.17.8-1 (pin 1.17.8-1)"
+    assert checks["docker: default runtime"]["detail"] == "runc (nvidia is not the default)"
+    assert checks["crio: nvidia runtime"]["status"] == "ok"
+    assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
+    table = (node / "report" / "validate.txt").read_text()
+    assert table.startswith("localhost: OK - 18 checks (18 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
+    # the test containers went through the nvidia runtime, with the configured options
+    log = (node / "containers.log").read_text()
+    assert "run --rm --runtime nvidia --network none busybox:latest true" in log
+    assert "--env NVIDIA_VISIBLE_DEVICES=all --network none busybox:latest sh -c" in log
+    assert "--runc-binary /usr/bin/nvidia-container-runtime docker.io/library/busybox:latest" in log
+    assert "changed=3" in result.stdout  # the report directory and its two files
+
+    again, report_again = run(node, "good", True)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "changed=0" in again.stdout, "the report files were rewritten although nothing changed"
+    assert report_again == report
+
+
+def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
+    result, report = run(node, "good", False, gpu_validate_test_image="", gpu_validate_containerd_test_image="")
+    assert result.returncode == 0, result.stdout + result.stderr
+    checks = by_name(report)
+    for name in (
+        "NVIDIA driver",
+        "nvidia-smi",
+        "docker: GPU isolation (nvidia)",
+        "docker: GPU isolation (default)",
+        "containerd: GPU isolation (nvidia)",
+    ):
+        assert checks[name]["status"] == "skipped", checks[name]
+        assert checks[name]["detail"].startswith("no GPU"), checks[name]
+    for name in ("docker: container via nvidia", "containerd: container via nvidia"):
+        assert checks[name]["status"] == "skipped"
+        assert checks[name]["detail"].startswith("no test image"), checks[name]
+    # the toolkit is installed, so the runtimes must have the nvidia runtime even without a GPU
+    assert checks["docker: nvidia runtime"]["status"] == "ok"
+    assert report["summary"]["status"] == "ok"
+    assert not (node / "containers.log").exists(), "containers ran without a test image"
+
+
+def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
+    result, report = run(node, "bad", True, gpu_validate_driver_version="580.65.06", fuse_device=str(node / "no-fuse"))
+    assert result.returncode != 0
+    checks = by_name(report)
+    failed = {name for name, c in checks.items() if c["status"] == "fail"}
+    assert failed == {
+        "NVIDIA driver",
+        "docker: default runtime",
+        "docker: GPU isolation (nvidia)",
+        "docker: GPU isolation (default)",
+        "/dev/fuse",
+    }
+    assert checks["NVIDIA driver"]["detail"] == "580.95.05 loaded, but the pin is version 580.65.06"
+    assert checks["docker: GPU isolation (nvidia)"]["detail"].endswith(": 4 /dev/nvidia* devices visible")
+    assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
+    assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
+    assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
+    assert "5 check(s) failed on localhost" in result.stdout + result.stderr
+    assert report["summary"]["status"] == "fail"
+
+
+def test_fail_on_error_false_reports_without_failing(node):
+    result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert report["summary"]["fail"] == 3
+    assert yaml.safe_load(json.dumps(report)) == report

@@ -1,0 +1,210 @@
+"""Tags select only their part of site.yml, and tags reach the tasks that roles include.
+
+`ansible-playbook -i inventories/example site.yml --list-tasks --tags <tag>` lists the
+tasks a tagged run would consider. Besides the tasks of the tag's own role(s) it may
+only list what runs always: the play's preflight assert, the gpu_node_facts role and
+the argument validation Ansible adds to every role (tagged `always`, it checks the
+role's variables and changes nothing).
+
+--list-tasks does not expand dynamic includes (include_tasks, include_role), so the
+second half of this file checks statically that every include which carries tags
+also applies them to what it includes (`apply: tags`); without that, a tagged run
+would run the include and silently skip every task in the included file.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+ARG_SPEC_TASK = "Validating arguments against arg spec"
+ALWAYS_ROLES = {"gpu_node_facts"}
+ROLE_ORDER = [
+    "gpu_node_facts",
+    "nvidia_driver",
+    "nvidia_container_toolkit",
+    "fuse",
+    "security_profiles",
+    "kubelet",
+    "gpu_validate",
+]
+
+# tag -> the roles whose own tasks it may select
+EXPECTED_ROLES = {
+    "driver": {"nvidia_driver"},
+    "toolkit": {"nvidia_container_toolkit"},
+    # the toolkit role's runtime registration, which includes roles/runtime_config
+    "runtime": {"nvidia_container_toolkit"},
+    "fuse": {"fuse"},
+    "security": {"security_profiles"},
+    "apparmor": {"security_profiles"},
+    "seccomp": {"security_profiles"},
+    "kubelet": {"kubelet"},
+    "validate": {"gpu_validate"},
+    # the facts role runs always, so its own tag adds nothing to it
+    "facts": set(),
+}
+
+_TASK_LINE = re.compile(r"^\s{6}(?:(?P<role>[A-Za-z0-9_]+) : )?(?P<name>.+?)\tTAGS: \[(?P<tags>[^\]]*)\]\s*$")
+
+
+@functools.cache
+def _list_tasks(args: tuple[str, ...]) -> tuple[tuple[str | None, str, frozenset[str]], ...]:
+    result = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "inventories/example", "site.yml", "--list-tasks", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, f"--list-tasks {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    tasks = []
+    for line in result.stdout.splitlines():
+        match = _TASK_LINE.match(line)
+        if match:
+            tags = frozenset(t.strip() for t in match["tags"].split(",") if t.strip())
+            tasks.append((match["role"], match["name"], tags))
+    assert tasks, f"no task lines found in:\n{result.stdout}"
+    return tuple(tasks)
+
+
+def list_tasks(*args: str) -> list[dict]:
+    """The tasks `site.yml --list-tasks` prints, as dicts with role (None for play tasks), name and tags."""
+    return [{"role": role, "name": name, "tags": set(tags)} for role, name, tags in _list_tasks(args)]
+
+
+def _own_tasks(tasks: list[dict]) -> list[dict]:
+    """Drop what runs whatever the tags: argument validation, the facts role, the play's preflight."""
+    return [
+        t
+        for t in tasks
+        if not t["name"].startswith(ARG_SPEC_TASK) and t["role"] not in ALWAYS_ROLES and t["role"] is not None
+    ]
+
+
+def test_site_runs_every_role_in_order():
+    roles = []
+    for task in list_tasks():
+        if task["role"] and task["role"] not in roles:
+            roles.append(task["role"])
+    assert roles == ROLE_ORDER
+
+
+def test_site_yml_holds_only_import_playbook_lines():
+    plays = yaml.safe_load((ROOT / "site.yml").read_text())
+    assert [p["ansible.builtin.import_playbook"] for p in plays] == [
+        "playbooks/gpu_nodes.yml",
+        "playbooks/validate.yml",
+    ]
+    for play in plays:
+        assert set(play) == {"name", "ansible.builtin.import_playbook"}, play
+
+
+@pytest.mark.parametrize("tag", sorted(EXPECTED_ROLES))
+def test_tag_selects_only_its_roles(tag):
+    tasks = list_tasks("--tags", tag)
+    own = _own_tasks(tasks)
+    roles = {t["role"] for t in own}
+    assert roles == EXPECTED_ROLES[tag], (
+        f"--tags {tag} selects tasks of {sorted(roles)}, expected only {sorted(EXPECTED_ROLES[tag])}: "
+        + "; ".join(f"{t['role']} : {t['name']}" for t in own)
+    )
+    for task in own:
+        assert tag in task["tags"], f"{task['role']} : {task['name']} is listed for --tags {tag} without the tag"
+
+
+@pytest.mark.parametrize("tag", sorted(EXPECTED_ROLES))
+def test_facts_always_run(tag):
+    facts = [t for t in list_tasks("--tags", tag) if t["role"] == "gpu_node_facts"]
+    assert any(t["name"] == "Gather the GPU node facts" and "always" in t["tags"] for t in facts), facts
+
+
+@pytest.mark.parametrize("tag", sorted(EXPECTED_ROLES))
+def test_argument_validation_is_the_only_foreign_role_task(tag):
+    for task in list_tasks("--tags", tag):
+        if task["role"] and task["role"] not in EXPECTED_ROLES[tag] | ALWAYS_ROLES:
+            assert task["name"].startswith(ARG_SPEC_TASK), f"--tags {tag} lists {task['role']} : {task['name']}"
+            assert "always" in task["tags"]
+
+
+def test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role():
+    runtime = [t["name"] for t in _own_tasks(list_tasks("--tags", "runtime"))]
+    toolkit = [t["name"] for t in _own_tasks(list_tasks("--tags", "toolkit"))]
+    assert set(runtime) < set(toolkit), "--tags runtime must select a strict part of the toolkit role"
+    assert any("runtime" in name for name in runtime), runtime
+    # neither the repository nor the packages: a play-level `runtime` tag on the role would select them too
+    assert not [name for name in runtime if "package" in name or "repository" in name], runtime
+    assert [name for name in toolkit if "package" in name], toolkit
+
+
+def test_apparmor_and_seccomp_select_their_halves():
+    apparmor = {t["name"] for t in _own_tasks(list_tasks("--tags", "apparmor"))}
+    seccomp = {t["name"] for t in _own_tasks(list_tasks("--tags", "seccomp"))}
+    assert "Install and load the AppArmor profiles" in apparmor
+    assert "Install the seccomp profiles" not in apparmor
+    assert "Install the seccomp profiles" in seccomp
+    assert "Install and load the AppArmor profiles" not in seccomp
+
+
+def test_skip_tags_leaves_the_role_out():
+    roles = {t["role"] for t in _own_tasks(list_tasks("--skip-tags", "validate"))}
+    assert "gpu_validate" not in roles
+    assert {"nvidia_driver", "kubelet"} <= roles
+
+
+# --- tags reach included tasks -------------------------------------------------------------------
+
+_INCLUDES = ("ansible.builtin.include_tasks", "ansible.builtin.include_role", "include_tasks", "include_role")
+
+
+def _tasks_in(items):
+    for item in items or []:
+        if not isinstance(item, dict):
+            continue
+        yield item
+        for key in ("block", "rescue", "always"):
+            yield from _tasks_in(item.get(key))
+
+
+def _as_set(value) -> set[str]:
+    if value is None:
+        return set()
+    return {value} if isinstance(value, str) else set(value)
+
+
+class _TaskLoader(yaml.SafeLoader):
+    """SafeLoader that reads Ansible's !unsafe and !vault scalars as plain strings."""
+
+
+for _tag in ("!unsafe", "!vault"):
+    _TaskLoader.add_constructor(_tag, lambda loader, node: loader.construct_scalar(node))
+
+
+TASK_FILES = sorted((ROOT / "roles").glob("*/tasks/*.yml"))
+
+
+def test_there_are_task_files():
+    assert len(TASK_FILES) > 20
+
+
+@pytest.mark.parametrize("path", TASK_FILES, ids=[str(p.relative_to(ROOT / "roles")) for p in TASK_FILES])
+def test_tagged_includes_apply_their_tags(path):
+    problems = []
+    for task in _tasks_in(yaml.load(path.read_text(), Loader=_TaskLoader)):
+        module = next((key for key in _INCLUDES if key in task), None)
+        if module is None:
+            continue
+        tags = _as_set(task.get("tags"))
+        args = task[module] if isinstance(task[module], dict) else {}
+        applied = _as_set((args.get("apply") or {}).get("tags"))
+        if tags - applied:
+            problems.append(f"'{task.get('name')}' is tagged {sorted(tags)} but applies only {sorted(applied)}")
+    assert problems == [], f"{path.relative_to(ROOT)}: " + "; ".join(problems)

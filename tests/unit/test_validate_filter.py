@@ -1,0 +1,240 @@
+"""plugins/filter/validate.py: the gpu_validate summary table, the status summary and the inputs it reads."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible.errors import AnsibleFilterError
+from conftest import ROOT, load_module
+
+validate = load_module("validate", subdir="plugins/filter")
+
+FIXTURES = ROOT / "tests" / "fixtures" / "containerd"
+
+CHECKS = [
+    {"check": "NVIDIA driver", "status": "ok", "detail": "580.95.05 loaded (pin: version 580.95.05)", "fix": ""},
+    {
+        "check": "docker: default runtime",
+        "status": "fail",
+        "detail": "nvidia is the default runtime",
+        "fix": "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime",
+    },
+    {"check": "nvidia-smi", "status": "skipped", "detail": "no GPU", "fix": ""},
+    {
+        "check": "AppArmor profile fuse",
+        "status": "warn",
+        "detail": "installed, not loaded",
+        "fix": "Boot with AppArmor",
+    },
+]
+
+
+# --- summary -------------------------------------------------------------------------------------
+
+
+def test_summary_counts_every_status_and_fails_on_a_fail():
+    assert validate.gpu_validate_summary(CHECKS) == {
+        "ok": 1,
+        "warn": 1,
+        "fail": 1,
+        "skipped": 1,
+        "total": 4,
+        "status": "fail",
+    }
+
+
+@pytest.mark.parametrize(
+    ("statuses", "overall"),
+    [
+        (["ok", "warn", "skipped"], "warn"),
+        (["ok", "ok"], "ok"),
+        (["skipped", "skipped"], "ok"),
+        ([], "ok"),
+        (["warn", "fail", "ok"], "fail"),
+    ],
+)
+def test_overall_status_is_the_worst_one_and_skipped_does_not_count(statuses, overall):
+    checks = [{"check": f"c{i}", "status": s, "detail": "", "fix": ""} for i, s in enumerate(statuses)]
+    assert validate.gpu_validate_summary(checks)["status"] == overall
+
+
+def test_status_is_case_insensitive_and_normalised():
+    summary = validate.gpu_validate_summary([{"check": "x", "status": " OK ", "detail": "d"}])
+    assert summary["ok"] == 1 and summary["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("results", "message"),
+    [
+        ([{"check": "x", "status": "passed"}], "has status 'passed'; use one of ok, warn, fail, skipped"),
+        ([{"status": "ok"}], "check #0 has no name"),
+        (["ok"], "check #0 is a str, not a mapping"),
+        ("ok", "must be a list of checks, got str"),
+        ({"check": "x"}, "must be a list of checks, got dict"),
+    ],
+)
+def test_bad_results_are_refused_with_a_clear_message(results, message):
+    with pytest.raises(AnsibleFilterError, match="gpu_validate: ") as err:
+        validate.gpu_validate_summary(results)
+    assert message in str(err.value)
+
+
+# --- table ---------------------------------------------------------------------------------------
+
+
+def test_table_renders_headline_columns_and_fix_column_exactly():
+    table = validate.gpu_validate_table(CHECKS, "gpu-1")
+    assert table == (
+        "gpu-1: FAIL - 4 checks (1 ok, 1 warn, 1 fail, 1 skipped)\n"
+        "CHECK                    STATUS   DETAIL                                     FIX\n"
+        "-----------------------  -------  -----------------------------------------  "
+        "--------------------------------------------------\n"
+        "NVIDIA driver            ok       580.95.05 loaded (pin: version 580.95.05)  -\n"
+        "docker: default runtime  fail     nvidia is the default runtime              "
+        "Set nvidia_container_toolkit_set_as_default: false\n"
+        "                                                                             and run site.yml --tags runtime\n"
+        "nvidia-smi               skipped  no GPU                                     -\n"
+        "AppArmor profile fuse    warn     installed, not loaded                      Boot with AppArmor\n"
+    )
+
+
+def test_table_without_host_has_a_bare_headline():
+    first = validate.gpu_validate_table(CHECKS[:1]).splitlines()[0]
+    assert first == "OK - 1 checks (1 ok, 0 warn, 0 fail, 0 skipped)"
+
+
+def test_empty_fix_shows_a_dash_and_a_given_fix_shows_as_written():
+    rows = validate.gpu_validate_table(CHECKS).splitlines()[3:]
+    assert rows[0].endswith("  -")
+    assert rows[-1].endswith("  Boot with AppArmor")
+
+
+def test_long_cells_wrap_under_their_column_and_lines_have_no_trailing_spaces():
+    detail = " ".join(["word"] * 40)
+    table = validate.gpu_validate_table([{"check": "long", "status": "ok", "detail": detail, "fix": ""}], "h")
+    lines = table.splitlines()
+    body = lines[3:]
+    assert len(body) > 1
+    start = lines[1].index("DETAIL")
+    assert all(line[start:].startswith("word") for line in body)
+    assert all(len(line[start:]) <= validate.DETAIL_WIDTH for line in body[1:])
+    assert " ".join(line[start:].strip() for line in body).replace("  -", "").strip() == detail
+    assert all(line == line.rstrip() for line in lines)
+    assert table.endswith("\n")
+
+
+def test_whitespace_and_newlines_in_cells_are_collapsed():
+    table = validate.gpu_validate_table([{"check": "x", "status": "fail", "detail": "a\n  b", "fix": "run\tit"}])
+    assert table.splitlines()[3].split() == ["x", "fail", "a", "b", "run", "it"]
+
+
+def test_table_is_deterministic():
+    assert validate.gpu_validate_table(CHECKS, "h") == validate.gpu_validate_table(list(CHECKS), "h")
+
+
+def test_table_refuses_a_bad_status():
+    with pytest.raises(AnsibleFilterError, match="status 'broken'"):
+        validate.gpu_validate_table([{"check": "x", "status": "broken"}])
+
+
+def test_report_is_json_with_host_summary_and_normalised_checks():
+    report = validate.gpu_validate_report(CHECKS, "gpu-1")
+    assert json.loads(json.dumps(report)) == report
+    assert report["host"] == "gpu-1"
+    assert report["summary"]["status"] == "fail"
+    assert [c["check"] for c in report["checks"]] == [c["check"] for c in CHECKS]
+    assert set(report["checks"][0]) == {"check", "status", "detail", "fix"}
+
+
+# --- runtime configuration dumps -----------------------------------------------------------------
+
+NVIDIA_V2 = """
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+  runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+    BinaryName = "/usr/bin/nvidia-container-runtime"
+"""
+
+
+def test_containerd_v2_dump_lists_the_runtimes_and_the_default():
+    text = (FIXTURES / "v2-debian12-containerd-1.6.toml").read_text() + NVIDIA_V2
+    assert validate.gpu_validate_runtime_config(text) == {
+        "runtimes": ["nvidia", "runc"],
+        "default": "runc",
+        "parsed": True,
+    }
+
+
+def test_containerd_v1_dump_reads_default_runtime_name_not_the_default_runtime_table():
+    result = validate.gpu_validate_runtime_config((FIXTURES / "v1-containerd-1.4.toml").read_text())
+    assert result["runtimes"] == ["runc"]
+    assert result["default"] == "runc"
+
+
+def test_containerd_v3_dump_with_nvidia_as_default():
+    text = (FIXTURES / "v3-containerd-2.1.toml").read_text().replace("default_runtime_name = 'runc'", "")
+    text = text.replace(
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd]",
+        "[plugins.'io.containerd.cri.v1.runtime'.containerd]\n      default_runtime_name = 'nvidia'",
+    )
+    text += "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
+    text += "  runtime_type = 'io.containerd.runc.v2'\n"
+    result = validate.gpu_validate_runtime_config(text)
+    assert result == {"runtimes": ["nvidia", "runc"], "default": "nvidia", "parsed": True}
+
+
+def test_crio_config_lists_runtimes_and_default_runtime():
+    text = (
+        '[crio]\n[crio.runtime]\ndefault_runtime = "crun"\n'
+        '[crio.runtime.runtimes.crun]\nruntime_path = ""\n'
+        '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\nruntime_type = "oci"\n'
+    )
+    assert validate.gpu_validate_runtime_config(text) == {
+        "runtimes": ["crun", "nvidia"],
+        "default": "crun",
+        "parsed": True,
+    }
+
+
+def test_text_that_is_not_toml_falls_back_to_table_headers():
+    text = 'time="2025" level=info msg="config"\n' + NVIDIA_V2 + '  default_runtime_name = "nvidia"\n'
+    text += "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.'kata-qemu']\n"
+    assert validate.gpu_validate_runtime_config(text) == {
+        "runtimes": ["kata-qemu", "nvidia"],
+        "default": "nvidia",
+        "parsed": False,
+    }
+
+
+def test_empty_dump_has_no_runtimes_and_no_default():
+    assert validate.gpu_validate_runtime_config("") == {"runtimes": [], "default": None, "parsed": True}
+    assert validate.gpu_validate_runtime_config(None)["runtimes"] == []
+
+
+# --- JSON check ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"defaultAction": "SCMP_ACT_ERRNO"}', ""),
+        ("", "not valid JSON"),
+        ("{", "not valid JSON"),
+        ("[1, 2]", "a JSON list, not an object"),
+    ],
+)
+def test_json_problem(text, problem):
+    result = validate.gpu_validate_json_problem(text)
+    assert result.startswith(problem) if problem else result == ""
+
+
+def test_filter_module_exposes_every_filter():
+    filters = validate.FilterModule().filters()
+    assert set(filters) == {
+        "gpu_validate_table",
+        "gpu_validate_summary",
+        "gpu_validate_report",
+        "gpu_validate_runtime_config",
+        "gpu_validate_json_problem",
+    }
