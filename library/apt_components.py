@@ -148,10 +148,10 @@ backup_file:
 
 import fnmatch
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.file_edit import FileEditError, apply_edit
 
 DEB822_SUFFIX = ".sources"
 
@@ -382,29 +382,21 @@ def edit_sources(
     return editor(text, components, suites, uris, types)
 
 
-def write_atomically(module: AnsibleModule, path: str, data: bytes) -> str | None:
-    """Back up (when asked), write `data` next to `path`, validate and move it into place."""
-    backup_file = module.backup_local(path) if module.params["backup"] else None
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        validate = module.params["validate"]
-        if validate:
-            if "%s" not in validate:
-                module.fail_json(msg=f"validate must contain %s for the candidate file, got {validate!r}")
-            rc, out, err = module.run_command(validate % tmp)
-            if rc != 0:
-                module.fail_json(
-                    msg=f"{path} was left unchanged: the candidate failed validation ({validate!r} exited {rc})",
-                    stdout=out,
-                    stderr=err,
-                )
-        module.atomic_move(tmp, path, unsafe_writes=module.params["unsafe_writes"])
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return backup_file
+def _validator(module: AnsibleModule, path: str, validate: str):
+    """The validate check of this module: ``validate % candidate`` through run_command, stdout/stderr on failure."""
+
+    def check(candidate: str) -> None:
+        if "%s" not in validate:
+            raise FileEditError(f"validate must contain %s for the candidate file, got {validate!r}")
+        rc, out, err = module.run_command(validate % candidate)
+        if rc != 0:
+            raise FileEditError(
+                f"{path} was left unchanged: the candidate failed validation ({validate!r} exited {rc})",
+                stdout=out,
+                stderr=err,
+            )
+
+    return check
 
 
 def main() -> None:
@@ -452,14 +444,24 @@ def main() -> None:
 
     changed = after != before
     result = {"changed": changed, "format": fmt, "matched": matched, "entries": edits}
-    if module._diff:
-        result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
-    if changed and not module.check_mode:
-        backup_file = write_atomically(module, path, after.encode("utf-8"))
-        if backup_file:
-            result["backup_file"] = backup_file
-    file_args = module.load_file_common_arguments(module.params)
-    result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
+    validate = module.params["validate"]
+    try:
+        result.update(
+            apply_edit(
+                module,
+                path,
+                before,
+                after,
+                changed,
+                diff_headers=(path, path),
+                validate=_validator(module, path, validate) if validate else None,
+                backup=module.params["backup"],
+                backup_first=True,
+                unsafe_writes=module.params["unsafe_writes"],
+            )
+        )
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
     module.exit_json(**result)
 
 

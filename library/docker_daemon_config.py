@@ -158,13 +158,10 @@ changed:
 
 import copy
 import json
-import os
-import shlex
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_native
 from ansible.module_utils.config_merge import LIST_STRATEGIES, merge_into, remove_paths, values_equal
+from ansible.module_utils.file_edit import FileEditError, apply_edit, read_text
 
 _JSON_TYPE_NAMES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
@@ -198,30 +195,6 @@ def render_daemon_json(config: dict, indent: int) -> str:
     return json.dumps(config, indent=indent) + "\n"
 
 
-def read_daemon_json(path: str) -> str | None:
-    """Return the file's text, or None when it does not exist."""
-    if os.path.isdir(path):
-        raise DaemonConfigError(f"{path} is a directory, not a file. Set path to the daemon.json file itself.")
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return None
-    except PermissionError as exc:
-        raise DaemonConfigError(
-            f"cannot read {path}: {exc.strerror}. Run the task with become: true or fix the file's permissions."
-        ) from exc
-    except OSError as exc:
-        raise DaemonConfigError(f"cannot read {path}: {exc.strerror or exc}.") from exc
-    try:
-        # dockerd accepts a UTF-8 byte order mark, so do we.
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DaemonConfigError(
-            f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}). Fix the file's encoding, then run again."
-        ) from exc
-
-
 def build_config(current: dict, settings: dict, remove: list, list_strategy: str) -> dict:
     """Return a new configuration: ``current`` minus the ``remove`` paths, with ``settings`` merged in."""
     config = copy.deepcopy(current)
@@ -231,73 +204,6 @@ def build_config(current: dict, settings: dict, remove: list, list_strategy: str
     except ValueError as exc:
         raise DaemonConfigError(f"invalid remove or settings option: {exc}.") from exc
     return config
-
-
-def _make_dirs(directory: str) -> list[str]:
-    """Create ``directory`` and its missing parents with mode 0755; return the created ones, outermost first."""
-    missing = []
-    while directory and not os.path.exists(directory):
-        missing.append(directory)
-        directory = os.path.dirname(directory)
-    created = []
-    for item in reversed(missing):
-        os.mkdir(item)
-        created.append(item)
-        os.chmod(item, 0o755)
-    return created
-
-
-def write_daemon_json(module: AnsibleModule, path: str, content: str, validate: str | None, backup: bool) -> str | None:
-    """Validate ``content`` in a temporary file next to ``path`` and move it into place.
-
-    Returns the backup path (or None). On any failure nothing is left behind and
-    DaemonConfigError is raised.
-    """
-    directory = os.path.dirname(os.path.abspath(path))
-    created_dirs: list[str] = []
-    tmp_path = None
-    done = False
-    try:
-        created_dirs = _make_dirs(directory)
-        fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        if validate:
-            _validate(module, path, tmp_path, validate)
-        backup_file = module.backup_local(path) if backup and os.path.exists(path) else None
-        module.atomic_move(tmp_path, path)
-        done = True
-        return backup_file
-    except DaemonConfigError:
-        raise
-    except Exception as exc:  # atomic_move and backup_local raise plain Exception
-        raise DaemonConfigError(f"cannot write {path}: {to_native(exc)}. {path} was left unchanged.") from exc
-    finally:
-        if not done:
-            if tmp_path is not None and os.path.exists(tmp_path):
-                os.unlink(tmp_path)
-            for item in reversed(created_dirs):
-                os.rmdir(item)
-
-
-def _validate(module: AnsibleModule, path: str, candidate: str, validate: str) -> None:
-    """Run the validate command on ``candidate``; raise DaemonConfigError when it fails."""
-    command = [arg.replace("%s", candidate) for arg in shlex.split(validate)]
-    try:
-        rc, out, err = module.run_command(command, handle_exceptions=False)
-    except OSError as exc:
-        raise DaemonConfigError(
-            f"cannot run the validate command '{validate}': {exc.strerror or exc}. "
-            f"{path} was left unchanged; install the command or fix validate."
-        ) from exc
-    if rc != 0:
-        output = (err or out).strip() or "(no output)"
-        raise DaemonConfigError(
-            f"the new {path} failed validation: '{validate}' exited with status {rc}: {output}. "
-            f"{path} was left unchanged; fix settings or the validate command."
-        )
 
 
 def main():
@@ -322,34 +228,34 @@ def main():
         module.fail_json(msg=f"indent must be 0 or more, got {params['indent']}")
 
     try:
-        before = read_daemon_json(path)
+        # dockerd accepts a UTF-8 byte order mark, so do we. opener: this module's open(), which tests replace.
+        before = read_text(
+            path, directory_fix="Set path to the daemon.json file itself.", encoding="utf-8-sig", opener=open
+        )
         current = parse_daemon_json(before or "", path)
         config = build_config(current, params["settings"], params["remove"], params["list_strategy"])
-    except DaemonConfigError as exc:
+    except (DaemonConfigError, FileEditError) as exc:
         module.fail_json(msg=str(exc))
 
-    exists = before is not None
     changed = not values_equal(current, config)
     after = render_daemon_json(config, params["indent"]) if changed else before or ""
     result = dict(changed=changed, config=config)
-    if module._diff:
-        result["diff"] = dict(
-            before=before or "", after=after, before_header=f"{path} (before)", after_header=f"{path} (after)"
+    try:
+        result.update(
+            apply_edit(
+                module,
+                path,
+                before,
+                after,
+                changed,
+                validate=params["validate"],
+                validate_fix="fix settings or the validate command",
+                backup=params["backup"],
+                create_dirs=True,
+            )
         )
-
-    if changed and not module.check_mode:
-        try:
-            backup_file = write_daemon_json(module, path, after, params["validate"], params["backup"])
-        except DaemonConfigError as exc:
-            module.fail_json(msg=str(exc))
-        if backup_file:
-            result["backup_file"] = backup_file
-
-    if exists or (changed and not module.check_mode):
-        file_args = module.load_file_common_arguments(params, path=path)
-        if not exists and file_args["mode"] is None:
-            file_args["mode"] = "0644"
-        result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc))
 
     module.exit_json(**result)
 

@@ -177,14 +177,11 @@ changed:
   type: bool
 """
 
-import os
 import re
-import shlex
-import tempfile
 from typing import NamedTuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_native
+from ansible.module_utils.file_edit import FileEditError, apply_edit, read_text
 from ansible.module_utils.kubernetes_names import kubelet_label_error, label_value_error, qualified_name_error
 
 LABELS_FLAG = "node-labels"
@@ -332,29 +329,6 @@ def find_assignment(lines: list[str], variable: str, path: str) -> tuple[Assignm
     index, match = found[-1]
     quote, value, tail = _split_quoted(match.group(2), path, index + 1, variable)
     return Assignment(index, match.group(1), quote, value, tail), [i + 1 for i, _ in found[:-1]]
-
-
-def read_text(path: str) -> str | None:
-    """Return the file's text, or None when it does not exist."""
-    if os.path.isdir(path):
-        raise FlagsError(f"{path} is a directory, not a file. Set path to the kubelet's environment file.")
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return None
-    except PermissionError as exc:
-        raise FlagsError(
-            f"cannot read {path}: {exc.strerror}. Run the task with become: true or fix the file's permissions."
-        ) from exc
-    except OSError as exc:
-        raise FlagsError(f"cannot read {path}: {exc.strerror or exc}.") from exc
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FlagsError(
-            f"{path} is not UTF-8 text (byte {exc.start}: {exc.reason}). Fix the file's encoding, then run again."
-        ) from exc
 
 
 # --- checking the task's arguments -------------------------------------------------------------------------
@@ -572,54 +546,6 @@ def check_result(after: str, path: str, variable: str, flags: dict, flags_absent
         )
 
 
-# --- writing -------------------------------------------------------------------------------------------------
-
-
-def write_file(module: AnsibleModule, path: str, content: str, validate: str | None, backup: bool) -> str | None:
-    """Validate ``content`` in a temporary file next to ``path`` and move it into place; return the backup path."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise FlagsError(f"cannot create {path}: the directory {directory} does not exist. Create it first.")
-    tmp_path = None
-    done = False
-    try:
-        fd, tmp_path = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        if validate:
-            _validate(module, path, tmp_path, validate)
-        backup_file = module.backup_local(path) if backup and os.path.exists(path) else None
-        module.atomic_move(tmp_path, path)
-        done = True
-        return backup_file
-    except FlagsError:
-        raise
-    except Exception as exc:  # atomic_move and backup_local raise plain Exception
-        raise FlagsError(f"cannot write {path}: {to_native(exc)}. {path} was left unchanged.") from exc
-    finally:
-        if not done and tmp_path is not None and os.path.exists(tmp_path):
-            os.unlink(tmp_path)
-
-
-def _validate(module: AnsibleModule, path: str, candidate: str, validate: str) -> None:
-    command = [arg.replace("%s", candidate) for arg in shlex.split(validate)]
-    try:
-        rc, out, err = module.run_command(command, handle_exceptions=False)
-    except OSError as exc:
-        raise FlagsError(
-            f"cannot run the validate command '{validate}': {exc.strerror or exc}. "
-            f"{path} was left unchanged; install the command or fix validate."
-        ) from exc
-    if rc != 0:
-        output = (err or out).strip() or "(no output)"
-        raise FlagsError(
-            f"the new {path} failed validation: '{validate}' exited with status {rc}: {output}. "
-            f"{path} was left unchanged; fix the flags or the validate command."
-        )
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -647,17 +573,16 @@ def main():
     try:
         flags, flags_absent = normalize_flags(params["flags"], params["flags_absent"])
         labels, labels_absent = normalize_labels(params["node_labels"], params["node_labels_absent"])
-        before = read_text(path)
+        before = read_text(path, directory_fix="Set path to the kubelet's environment file.")
         computed = compute(before, path, variable, flags, flags_absent, labels, labels_absent)
         if computed["changed"]:
             managed_labels = computed["node_labels"] if (labels or labels_absent) else None
             check_result(computed["after"], path, variable, flags, flags_absent, managed_labels)
-    except FlagsError as exc:
+    except (FlagsError, FileEditError) as exc:
         module.fail_json(msg=str(exc))
 
-    exists = before is not None
     changed = computed["changed"]
-    if changed and not exists and not params["create"]:
+    if changed and before is None and not params["create"]:
         module.fail_json(msg=f"{path} does not exist and create is false. Create the file, or set create: true.")
     for warning in computed["warnings"]:
         module.warn(warning)
@@ -667,27 +592,21 @@ def main():
         flags=computed["flags"],
         node_labels=computed["node_labels"],
     )
-    if module._diff:
-        result["diff"] = dict(
-            before=before or "",
-            after=computed["after"],
-            before_header=f"{path} (before)",
-            after_header=f"{path} (after)",
+    try:
+        result.update(
+            apply_edit(
+                module,
+                path,
+                before,
+                computed["after"],
+                changed,
+                validate=params["validate"],
+                validate_fix="fix the flags or the validate command",
+                backup=params["backup"],
+            )
         )
-
-    if changed and not module.check_mode:
-        try:
-            backup_file = write_file(module, path, computed["after"], params["validate"], params["backup"])
-        except FlagsError as exc:
-            module.fail_json(msg=str(exc))
-        if backup_file:
-            result["backup_file"] = backup_file
-
-    if exists or (changed and not module.check_mode):
-        file_args = module.load_file_common_arguments(params, path=path)
-        if not exists and file_args["mode"] is None:
-            file_args["mode"] = "0644"
-        result["changed"] = module.set_fs_attributes_if_different(file_args, result["changed"])
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc))
 
     module.exit_json(**result)
 
