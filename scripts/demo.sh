@@ -15,6 +15,6 @@ ensure_images debian12
 
 export PATH="$VENV/bin:$PATH"
 note "creating the local node container gpunode-local"
-ansible-playbook inventories/local/node.yml
+ansible-playbook molecule/resources/local_node.yml
 note "provisioning it with site.yml"
 exec ansible-playbook -i inventories/local site.yml "$@"

@@ -16,7 +16,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 def run_playbook(host, playbook: Path, extra_vars: dict | None = None, *args: str) -> subprocess.CompletedProcess:
     """ansible-playbook PLAYBOOK against the testinfra host only, from the project root."""
-    env = {k: v for k, v in os.environ.items() if k != "ANSIBLE_CONFIG"}
+    env = {k: v for k, v in os.environ.items() if k not in ("ANSIBLE_CONFIG", "ANSIBLE_FORCE_COLOR", "PY_COLORS")}
     env["ANSIBLE_NOCOLOR"] = "1"
     cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "--limit", host.backend.get_hostname()]
     if extra_vars:

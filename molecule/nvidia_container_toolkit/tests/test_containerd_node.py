@@ -1,5 +1,6 @@
 """Verify the containerd-only node (tk-debian13): nvidia registered in containerd with CDI, not the default,
-a container runs through the registered runtime; CDI spec generated (driver SIMULATED, see tasks/standin_facts.yml).
+a container runs through the registered runtime; CDI spec generated (driver SIMULATED, see
+molecule/resources/tasks/standin_facts.yml).
 
 /usr/bin/nvidia-container-runtime and nvidia-ctk are TEST STAND-INS. There is no crictl in Debian, so the
 container is started with ctr using exactly the shim and binary of the runtime entry containerd loaded.

@@ -1,0 +1,29 @@
+"""A `--check` run of site.yml on a node that was never converged completes without errors."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from playbook_runner import run_playbook
+
+testinfra_hosts = ["ansible://site-fresh"]
+
+
+def test_check_mode_on_a_fresh_node_completes(host):
+    # site-fresh is kept out of gpu_nodes so converge never touches it; put it in for this run
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as extra:
+        extra.write("all:\n  children:\n    gpu_nodes:\n      hosts:\n        site-fresh:\n")
+    try:
+        run = run_playbook(host, SCENARIO / "converge.yml", None, "--check", "-i", extra.name)
+    finally:
+        Path(extra.name).unlink()
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    recap = [line for line in run.stdout.splitlines() if line.startswith("site-fresh ")]
+    assert recap, run.stdout[-3000:]
+    assert " failed=0 " in recap[-1] and " unreachable=0 " in recap[-1], recap
+    assert not host.package("nvidia-container-toolkit").is_installed, "check mode installed the toolkit"
+    assert not host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").exists

@@ -1,0 +1,101 @@
+"""Verify site.yml end to end: the doctor's results per node, nvidia never the
+default runtime, and check mode both after converge (changed=0) and on a node
+that was never converged (completes without errors)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from playbook_runner import run_playbook
+
+testinfra_hosts = ["ansible://site-debian12", "ansible://site-debian13", "ansible://site-forky"]
+
+REPORT = "/var/lib/gpu-node-provisioning/validate.json"
+RUNTIMES = {"site-debian12": ["docker"], "site-debian13": ["containerd"], "site-forky": ["docker", "containerd"]}
+
+
+def _name(host) -> str:
+    return host.backend.get_hostname()
+
+
+def _checks(host) -> dict[str, dict]:
+    report = json.loads(host.file(REPORT).content_string)
+    assert report["host"] == _name(host)
+    return {c["check"]: c for c in report["checks"]}
+
+
+def test_the_doctor_found_no_failure(host):
+    report = json.loads(host.file(REPORT).content_string)
+    assert report["summary"]["fail"] == 0, json.dumps(report, indent=1)
+    assert report["summary"]["total"] >= 10
+
+
+@pytest.mark.parametrize(
+    "check",
+    ["nvidia runtime", "default runtime", "container via nvidia"],
+)
+def test_each_runtime_of_the_node_passes_the_doctor(host, check):
+    checks = _checks(host)
+    for runtime in RUNTIMES[_name(host)]:
+        assert checks[f"{runtime}: {check}"]["status"] == "ok", checks[f"{runtime}: {check}"]
+
+
+def test_runtimes_the_node_does_not_have_are_not_checked(host):
+    checks = _checks(host)
+    for runtime in {"docker", "containerd"} - set(RUNTIMES[_name(host)]):
+        assert f"{runtime}: nvidia runtime" not in checks
+
+
+def test_gpu_checks_are_skipped_without_a_gpu(host):
+    checks = _checks(host)
+    isolation = [f"{runtime}: GPU isolation (nvidia)" for runtime in RUNTIMES[_name(host)]]
+    for name in ("NVIDIA driver", "nvidia-smi", *isolation):
+        assert checks[name]["status"] == "skipped", checks[name]
+        assert checks[name]["detail"].startswith("no GPU"), checks[name]
+
+
+def test_fuse_and_profiles_pass_the_doctor(host):
+    checks = _checks(host)
+    assert checks["/dev/fuse"]["status"] == "ok", checks["/dev/fuse"]
+    assert checks["seccomp profile fuse"]["status"] == "ok", checks["seccomp profile fuse"]
+    # the node's kernel has no AppArmor: installed, not loaded
+    assert checks["AppArmor profile fuse"]["status"] in ("ok", "warn"), checks["AppArmor profile fuse"]
+
+
+def test_nvidia_is_registered_but_never_the_default(host):
+    if "docker" in RUNTIMES[_name(host)]:
+        assert host.check_output("docker info --format '{{.DefaultRuntime}}'") == "runc"
+        assert "nvidia" in host.check_output("docker info --format '{{json .Runtimes}}'")
+    if "containerd" in RUNTIMES[_name(host)]:
+        dump = host.check_output("containerd config dump")
+        assert "runtimes.nvidia" in dump
+        assert "default_runtime_name = 'runc'" in dump or 'default_runtime_name = "runc"' in dump
+
+
+def test_toolkit_hardening_is_in_place(host):
+    config = host.file("/etc/nvidia-container-runtime/config.toml").content_string
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in config
+    assert "accept-nvidia-visible-devices-as-volume-mounts = true" in config
+
+
+_CHECK_RUN: dict[str, object] = {}
+
+
+def _check_run_on_all_nodes(host):
+    """One `--check` run of converge.yml on every converged node, shared by the hosts' tests."""
+    if "run" not in _CHECK_RUN:
+        _CHECK_RUN["run"] = run_playbook(host, SCENARIO / "converge.yml", None, "--check", "--limit", "gpu_nodes")
+    return _CHECK_RUN["run"]
+
+
+def test_check_mode_after_converge_changes_nothing(host):
+    run = _check_run_on_all_nodes(host)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    recap = [line for line in run.stdout.splitlines() if line.startswith(_name(host) + " ")]
+    assert recap and " changed=0 " in recap[-1] and " failed=0 " in recap[-1], recap
