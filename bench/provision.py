@@ -138,6 +138,7 @@ def write_inventory(directory: Path, names: list[str], group_vars: Path) -> Path
     (directory / "hosts.yml").write_text("\n".join(lines) + "\n")
     if group_vars.is_dir():
         shutil.copytree(group_vars, directory / "group_vars", dirs_exist_ok=True)
+    (directory / "host_vars").mkdir(exist_ok=True)  # bench/nodes.yml writes each node's stand-in key here
     return directory
 
 
