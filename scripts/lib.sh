@@ -79,9 +79,11 @@ ensure_docker() {
 }
 
 ensure_images() {
-  # ensure_images NODE... : build the node images that are missing or outdated
-  if ! command -v debootstrap >/dev/null 2>&1; then
-    apt_install debootstrap || die "debootstrap is missing and cannot be installed here: as root, apt-get install debootstrap."
+  # ensure_images NODE... : build the node images that are missing or outdated.
+  # debootstrap is installed when root can; otherwise the build script says what
+  # is missing, and only when an image really needs building.
+  if ! command -v debootstrap >/dev/null 2>&1 && is_root; then
+    apt_install debootstrap || die "debootstrap is missing and apt-get install debootstrap failed."
   fi
   local node
   for node in "$@"; do

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -46,25 +47,27 @@ def test_not_root_and_no_engine_stops_with_a_clear_message(failing_docker):
     assert "Traceback" not in run.stderr + run.stdout
 
 
-def _bare_path(tmp_path) -> str:
-    """A PATH with the basic tools lib.sh uses and nothing else (no docker, no debootstrap)."""
-    bindir = tmp_path / "bare"
-    bindir.mkdir()
-    for tool in ("id", "dirname", "cut", "sha256sum", "cat", "seq", "sleep", "tail"):
+@pytest.fixture
+def bare_path():
+    """A PATH with the basic tools lib.sh and the image build script use and nothing else
+    (no docker, no debootstrap), in a directory the unprivileged user can reach."""
+    bindir = Path(tempfile.mkdtemp(prefix="gpunode-bare-path-", dir="/tmp"))
+    bindir.chmod(0o755)
+    for tool in ("bash", "id", "dirname", "cut", "sha256sum", "cat", "seq", "sleep", "tail", "mkdir", "mktemp", "rm"):
         (bindir / tool).symlink_to(shutil.which(tool))
-    tmp_path.chmod(0o755)
-    return str(bindir)
+    yield str(bindir)
+    shutil.rmtree(bindir)
 
 
-def test_not_root_and_no_docker_at_all_stops_with_a_clear_message(tmp_path):
-    run = _as_unprivileged("command -v docker >/dev/null && exit 99; ensure_docker", _bare_path(tmp_path))
+def test_not_root_and_no_docker_at_all_stops_with_a_clear_message(bare_path):
+    run = _as_unprivileged("command -v docker >/dev/null && exit 99; ensure_docker", bare_path)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "ERROR: no Docker engine is installed" in run.stderr
     assert "apt-get install docker.io" in run.stderr
 
 
-def test_not_root_without_debootstrap_says_how_to_get_it(tmp_path):
-    run = _as_unprivileged("command -v debootstrap >/dev/null && exit 99; ensure_images debian12", _bare_path(tmp_path))
+def test_not_root_without_debootstrap_says_how_to_get_it(bare_path):
+    run = _as_unprivileged("command -v debootstrap >/dev/null && exit 99; ensure_images debian12", bare_path)
     assert run.returncode == 1
     assert "debootstrap is missing" in run.stderr
     assert "apt-get install debootstrap" in run.stderr
