@@ -1,4 +1,5 @@
-"""A `--check` run of site.yml on a node that was never converged completes without errors."""
+"""site-fresh, a node that was never converged: a `--check` run of site.yml completes without
+errors, and the toolkit role without force skips it (no GPU) and says why."""
 
 from __future__ import annotations
 
@@ -27,3 +28,14 @@ def test_check_mode_on_a_fresh_node_completes(host):
     assert " failed=0 " in recap[-1] and " unreachable=0 " in recap[-1], recap
     assert not host.package("nvidia-container-toolkit").is_installed, "check mode installed the toolkit"
     assert not host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.list").exists
+
+
+def test_toolkit_skips_a_gpu_less_node_unless_forced(host):
+    run = run_playbook(host, SCENARIO / "toolkit_unforced.yml", {"nvidia_container_toolkit_force": False})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    said = " ".join(run.stdout.split())  # the callback may wrap long messages
+    assert "Skipping the NVIDIA container toolkit on site-fresh: no NVIDIA GPU on PCI and no NVIDIA driver" in said
+    assert "Set nvidia_container_toolkit_force: true to install it anyway" in said
+    recap = [line for line in run.stdout.splitlines() if line.startswith("site-fresh ")]
+    assert recap and " changed=0 " in recap[-1], recap
+    assert not host.package("nvidia-container-toolkit").is_installed
