@@ -1,0 +1,35 @@
+"""A runtime that refuses its config on one node fails that node only: the run goes on for the others."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from playbook_runner import run_playbook
+
+# one run drives all three nodes; it is started from the node that gets the refused config
+testinfra_hosts = ["ansible://rc-debian12"]
+
+
+def test_a_rollback_on_one_host_lets_the_other_hosts_go_on(host):
+    settings = (
+        "{{ {'hosts': ['unix:///run/gpunode-test.sock']} if inventory_hostname == 'rc-debian12'"
+        " else {'labels': ['gpunode.test/other-hosts-go-on=' ~ inventory_hostname]} }}"
+    )
+    run = run_playbook(
+        host,
+        SCENARIO / "converge.yml",
+        {"runtime_config_docker_settings": settings, "runtime_config_health_retries": 3},
+        "--limit",
+        "all",
+    )
+    assert run.returncode != 0
+    recap = {line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("rc-")}
+    assert " failed=1 " in recap["rc-debian12"], recap
+    assert " rescued=1 " in recap["rc-debian12"], recap
+    for other in ("rc-debian13", "rc-forky"):
+        assert " failed=0 " in recap[other], recap
+        assert " changed=0 " not in recap[other], f"{other} did not go on: {recap[other]}"
+    assert host.service("docker").is_running
