@@ -11,9 +11,7 @@ Documentation: library/containerd_config.py. Logic: plugins/module_utils/contain
 
 from __future__ import annotations
 
-import base64
 import importlib.util
-import posixpath
 import shlex
 import sys
 from pathlib import Path
@@ -22,7 +20,18 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
-FILE_ARGS = ("owner", "group", "mode", "seuser", "serole", "setype", "selevel", "unsafe_writes", "attributes")
+
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path (it loads the other module_utils files)."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
 
 ARGUMENT_SPEC = {
     "path": {"type": "str", "default": "/etc/containerd/config.toml"},
@@ -46,32 +55,8 @@ ARGUMENT_SPEC = {
     "containerd_version": {"type": "str"},
     "backup": {"type": "bool", "default": False},
     "validate": {"type": "bool", "default": True},
-    "owner": {"type": "str"},
-    "group": {"type": "str"},
-    "mode": {"type": "raw"},
-    "seuser": {"type": "str"},
-    "serole": {"type": "str"},
-    "setype": {"type": "str"},
-    "selevel": {"type": "str"},
-    "unsafe_writes": {"type": "bool", "default": False},
-    "attributes": {"type": "str", "aliases": ["attr"]},
+    **_controller_files().FILE_ARGUMENT_SPEC,
 }
-
-
-def _load_module_util(name: str):
-    """Load plugins/module_utils/<name>.py by path (controller plugins cannot import it as ansible.module_utils)."""
-    module_name = f"gpu_node_provisioning_{name}"
-    if module_name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[module_name]
-            raise
-    return sys.modules[module_name]
 
 
 class ActionModule(ActionBase):
@@ -82,7 +67,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        ct = _load_module_util("containerd_toml")
+        ct = _controller_files().load_module_util("containerd_toml")
         try:
             result.update(self._configure(ct, args, task_vars))
         except ct.ContainerdConfigError as exc:
@@ -105,20 +90,7 @@ class ActionModule(ActionBase):
 
     def _read(self, path: str, task_vars: dict) -> str | None:
         """Text of ``path`` on the node, or None when it does not exist."""
-        stat = self._execute_remote_stat(path, all_vars=task_vars, follow=True, checksum=False)
-        if not stat.get("exists"):
-            return None
-        if stat.get("isdir"):
-            raise AnsibleActionFail(f"{path} is a directory; point path (or dropin_path) at a file")
-        res = self._execute_module(
-            module_name="ansible.legacy.slurp", module_args={"src": path}, task_vars=task_vars, wrap_async=False
-        )
-        if res.get("failed"):
-            raise AnsibleActionFail(f"could not read {path}: {res.get('msg', res)}")
-        try:
-            return base64.b64decode(res["content"]).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise AnsibleActionFail(f"{path} is not UTF-8 text ({exc}); containerd's config must be TOML") from exc
+        return _controller_files().read_text(self, path, task_vars, hint="containerd's config must be TOML")
 
     def _config_default(self, binary: str | None, path: str) -> str:
         if binary is None:
@@ -134,55 +106,19 @@ class ActionModule(ActionBase):
             )
         return to_text(res.get("stdout", ""))
 
-    def _ensure_directory(self, path: str, task_vars: dict) -> None:
-        directory = posixpath.dirname(path)
-        if self._execute_remote_stat(directory, all_vars=task_vars, follow=True, checksum=False).get("exists"):
-            return
-        res = self._execute_module(
-            module_name="ansible.legacy.file",
-            module_args={"path": directory, "state": "directory", "mode": "0755"},
-            task_vars=task_vars,
-            wrap_async=False,
-        )
-        if res.get("failed"):
-            raise AnsibleActionFail(f"could not create {directory} for {path}: {res.get('msg')}")
-
     def _write(self, outcome, args: dict, binary: str | None, task_vars: dict) -> dict:
         """Write ``outcome.after`` through the copy action (atomic, backup, validate, file attributes)."""
+        cf = _controller_files()
         if not outcome.existed:
-            self._ensure_directory(outcome.path, task_vars)
-        copy_args = {
-            "content": outcome.after,
-            "dest": outcome.path,
-            "follow": True,
-            "backup": args["backup"],
-            "force": True,
-        }
-        for name in FILE_ARGS:
-            if args.get(name) is not None:
-                copy_args[name] = args[name]
-        if not outcome.existed and args.get("mode") is None:
-            copy_args["mode"] = "0644"
-        if args["validate"] and binary is not None:
-            copy_args["validate"] = f"{shlex.quote(binary)} --config %s config dump"
-        new_task = self._task.copy()
-        new_task.args = copy_args
-        new_task.diff = False  # our own diff is returned; copy's would read the file again
-        copy_action = self._shared_loader_obj.action_loader.get(
-            "ansible.legacy.copy",
-            task=new_task,
-            connection=self._connection,
-            play_context=self._play_context,
-            loader=self._loader,
-            templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj,
+            cf.ensure_directory(self, outcome.path, task_vars)
+        validate = f"{shlex.quote(binary)} --config %s config dump" if args["validate"] and binary is not None else None
+        copy_arguments = cf.copy_args(
+            outcome.after, outcome.path, args, existed=outcome.existed, backup=args["backup"], validate=validate
         )
-        res = copy_action.run(task_vars=task_vars)
+        res = cf.run_copy(self, copy_arguments, task_vars)
         if res.get("failed"):
-            detail = to_text(res.get("stderr") or "").strip()
             raise AnsibleActionFail(
-                f"{outcome.path} was not changed: writing the new config failed: {res.get('msg')}"
-                + (f" ({detail})" if detail else "")
+                f"{outcome.path} was not changed: writing the new config failed: {cf.copy_failure_detail(res)}"
                 + (
                     ". containerd rejected the candidate: fix the offending settings"
                     if "validate" in to_text(res.get("msg", ""))
