@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: lint, unit tests and every molecule scenario, in that order.
+# Runs every test: lint, unit tests, the demo (scripts/demo.sh in a fresh clone)
+# and every molecule scenario, in that order.
 # Sets up what it needs on a fresh Debian/Ubuntu machine (as root): a Python
 # venv from requirements.txt, a Docker engine, the node images.
 #   bash scripts/test.sh                 # everything
@@ -15,4 +16,4 @@ ensure_images debian12 debian13 forky
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
 export PATH="$VENV/bin:$PATH"
-exec pytest tests/test_lint.py tests/unit tests/molecule "$@"
+exec pytest tests/test_lint.py tests/unit tests/demo tests/molecule "$@"

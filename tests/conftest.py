@@ -14,6 +14,8 @@ def _stage(item) -> str:
         return f"molecule {item.callspec.params.get('scenario', '?')}" if hasattr(item, "callspec") else "molecule"
     if path.startswith("tests/unit/"):
         return "unit"
+    if path.startswith("tests/demo/"):
+        return "demo"
     if path.startswith("tests/test_lint"):
         return "lint"
     return path

@@ -1,0 +1,144 @@
+"""The README's first command, as a newcomer runs it: `bash scripts/demo.sh` in a fresh
+clone of this checkout, twice.
+
+The first run creates the local node container gpunode-local and provisions it with
+site.yml; it must end with the doctor's table, no failed check, and containerd's CRI
+plugin up (what a kubelet needs), checked both by the doctor and straight from the
+running containerd. The second run must change nothing and print the table again.
+
+The clone gets its own temporary directory. To stay inside CI's time budget it reuses
+what the run already set up: the node image, the apt cache and, when the clone's
+requirements.txt is the same, the virtual environment (the test command itself proves
+that a fresh checkout builds its venv). An existing gpunode-local container is removed
+first and the node is removed at the end. Output goes to .ci-logs/demo-<n>.log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / ".ci-logs"
+NODE = "gpunode-local"
+REPORT = "/var/lib/gpu-node-provisioning/validate.json"
+RUN_TIMEOUT = 25 * 60
+
+pytestmark = pytest.mark.demo
+
+
+def _remove_node() -> None:
+    subprocess.run(["docker", "rm", "-f", "-v", NODE], capture_output=True, check=False)
+
+
+def _node(*argv: str) -> str:
+    return subprocess.run(["docker", "exec", NODE, *argv], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    dest = tmp_path_factory.mktemp("demo") / "gpu-node-provisioning"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True)
+    venv = ROOT / ".venv"
+    if (dest / "requirements.txt").read_bytes() == (ROOT / "requirements.txt").read_bytes() and venv.is_dir():
+        (dest / ".venv").symlink_to(venv)
+    _remove_node()
+    yield dest
+    _remove_node()
+
+
+def _demo(clone: Path, n: int) -> tuple[int, str]:
+    LOGS.mkdir(exist_ok=True)
+    log = LOGS / f"demo-{n}.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "ANSIBLE_", "MOLECULE_"))}
+    env.update(ANSIBLE_FORCE_COLOR="0", PY_COLORS="0", ANSIBLE_NOCOLOR="1")
+    with log.open("w") as out:
+        result = subprocess.run(
+            ["bash", "scripts/demo.sh"],
+            cwd=clone,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=RUN_TIMEOUT,
+            check=False,
+        )
+    return result.returncode, log.read_text(errors="replace")
+
+
+def _tail(output: str, lines: int = 60) -> str:
+    return "\n".join(output.splitlines()[-lines:])
+
+
+def _site_recap(output: str) -> dict[str, int]:
+    """The counters of gpunode-local in the last PLAY RECAP (site.yml's)."""
+    recap = output.rsplit("PLAY RECAP", 1)[-1]
+    match = re.search(rf"^{re.escape(NODE)}\s*:\s*(.*)$", recap, re.MULTILINE)
+    assert match, f"no PLAY RECAP line for {NODE}:\n{_tail(output)}"
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", match.group(1))}
+
+
+def _headline_counts(output: str) -> dict[str, int]:
+    """The counts of the doctor's table headline in the demo's closing summary."""
+    summary = output.rsplit("=" * 80, 1)[-1]
+    match = re.search(rf"^{re.escape(NODE)}: (OK|WARN|FAIL) - \d+ checks \(([^)]*)\)$", summary, re.MULTILINE)
+    assert match, f"the closing summary has no doctor's table headline:\n{_tail(output)}"
+    return {status: int(count) for count, status in re.findall(r"(\d+) (\w+)", match.group(2))}
+
+
+@pytest.fixture(scope="module")
+def first_run(clone):
+    return _demo(clone, 1)
+
+
+@pytest.fixture(scope="module")
+def second_run(clone, first_run):
+    return _demo(clone, 2)
+
+
+def test_first_run_succeeds_with_no_failed_check(first_run):
+    rc, output = first_run
+    assert rc == 0, f"bash scripts/demo.sh failed (rc {rc}) in a fresh clone:\n{_tail(output)}"
+    counts = _headline_counts(output)
+    assert counts.get("fail") == 0, counts
+    assert counts.get("ok", 0) > 0, counts
+
+
+def test_closing_summary_tells_a_newcomer_where_things_are(first_run):
+    _, output = first_run
+    summary = output.rsplit("=" * 80, 1)[-1]
+    assert "CHECK" in summary and "STATUS" in summary and "FIX" in summary
+    assert "/var/lib/gpu-node-provisioning/validate.txt" in summary
+    assert f"docker rm -f -v {NODE}" in summary
+    assert "TEST STAND-IN" in summary
+    assert "NVIDIA's repository is" in summary
+
+
+def test_the_doctor_reports_the_cri_plugin_ok_and_nothing_failed(first_run):
+    report = json.loads(_node("cat", REPORT))
+    failed = [c for c in report["checks"] if c["status"] == "fail"]
+    assert not failed, failed
+    cri = [c for c in report["checks"] if "cri" in c["check"].lower()]
+    assert cri, f"the doctor has no CRI check: {[c['check'] for c in report['checks']]}"
+    assert all(c["status"] == "ok" for c in cri), cri
+
+
+def test_containerd_serves_cri_for_a_kubelet(first_run):
+    """The oracle, straight from the running containerd: its CRI plugin loaded."""
+    rows = [line.split() for line in _node("ctr", "plugins", "ls").splitlines()[1:]]
+    cri = [row for row in rows if len(row) >= 4 and row[1] == "cri"]
+    assert cri, "containerd lists no cri plugin"
+    assert all(row[-1] == "ok" for row in cri), cri
+
+
+def test_second_run_changes_nothing_and_shows_the_table_again(second_run):
+    rc, output = second_run
+    assert rc == 0, f"the second bash scripts/demo.sh failed (rc {rc}):\n{_tail(output)}"
+    recap = _site_recap(output)
+    assert recap.get("changed") == 0 and recap.get("failed") == 0, recap
+    assert _headline_counts(output).get("fail") == 0
