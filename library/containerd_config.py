@@ -127,7 +127,12 @@ options:
     type: str
   backup:
     description:
-      - Keep a timestamped copy of each file before it is replaced. No backup is made when nothing changes.
+      - Keep a timestamped copy of each file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/containerd/config.toml.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
+        or validation fails.
     type: bool
     default: false
   validate:
@@ -159,6 +164,11 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
+    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
+    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
     O(group) or O(mode) say otherwise. A missing parent directory is created with mode C(0755).
   - containerd reads its configuration only at start; notify a handler that restarts it when RV(changed) is true.
@@ -265,12 +275,12 @@ backup_file:
   description: Path of the backup of the main file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/containerd/config.toml.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/containerd/config.toml.2025-01-31@12:00:00~
 dropin_backup_file:
   description: Path of the backup of the drop-in.
   returned: changed and O(backup) is true and the drop-in existed
   type: str
-  sample: /etc/containerd/conf.d/99-nvidia.toml.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/containerd/conf.d/99-nvidia.toml.2025-01-31@12:00:00~
 msg:
   description: What was done, or why nothing was.
   returned: always

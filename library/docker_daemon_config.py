@@ -54,7 +54,11 @@ options:
     default: replace
   backup:
     description:
-      - Keep a timestamped copy of the file before it is replaced. No backup is made when nothing changes
+      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/docker/daemon.json.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
         or validation fails.
     type: bool
     default: false
@@ -85,6 +89,11 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
+    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
+    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - The file mode defaults to C(0644) when the module creates the file; an existing file keeps its attributes
     unless O(mode), O(owner) or O(group) say otherwise.
   - Docker must be restarted for daemon.json changes to take effect; notify a handler when RV(changed) is true.
@@ -140,7 +149,7 @@ backup_file:
   description: Path of the backup copy of the previous file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/docker/daemon.json.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/docker/daemon.json.2025-01-31@12:00:00~
 diff:
   description: The file's text before and after, in diff mode.
   returned: diff mode
@@ -161,7 +170,7 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.config_merge import LIST_STRATEGIES, merge_into, remove_paths, values_equal
-from ansible.module_utils.file_edit import FileEditError, apply_edit, read_text
+from ansible.module_utils.file_edit import FileEditError, apply_edit, locked, read_text
 
 _JSON_TYPE_NAMES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
@@ -227,6 +236,16 @@ def main():
     if params["indent"] < 0:
         module.fail_json(msg=f"indent must be 0 or more, got {params['indent']}")
 
+    try:
+        with locked(path, module.check_mode) as path:
+            _edit(module, path)
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+
+
+def _edit(module, path):
+    """Read, merge and write ``path`` (resolved, its lock held); exit the module."""
+    params = module.params
     try:
         # dockerd accepts a UTF-8 byte order mark, so do we. opener: this module's open(), which tests replace.
         before = read_text(

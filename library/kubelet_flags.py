@@ -80,7 +80,12 @@ options:
     default: true
   backup:
     description:
-      - Keep a timestamped copy of the file before it is replaced. No backup is made when nothing changes.
+      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/default/kubelet.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
+        or validation fails.
     type: bool
     default: false
   validate:
@@ -105,6 +110,11 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
+    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
+    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - The kubelet reads the file only when it starts; notify a handler that restarts it when RV(changed) is true.
   - Command-line flags override the kubelet's configuration file and drop-ins. Remove flags whose setting moved
     to the configuration (for example C(--cgroup-driver)) with O(flags_absent).
@@ -161,7 +171,7 @@ backup_file:
   description: Path of the backup copy of the previous file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/default/kubelet.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/default/kubelet.2025-01-31@12:00:00~
 diff:
   description: The file's text before and after, in diff mode.
   returned: diff mode
@@ -181,7 +191,7 @@ import re
 from typing import NamedTuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.file_edit import FileEditError, apply_edit, read_text
+from ansible.module_utils.file_edit import FileEditError, apply_edit, locked, read_text
 from ansible.module_utils.kubernetes_names import kubelet_label_error, label_value_error, qualified_name_error
 
 LABELS_FLAG = "node-labels"
@@ -570,6 +580,16 @@ def main():
     if params["validate"] is not None and "%s" not in params["validate"]:
         module.fail_json(msg=f"validate must contain %s (the candidate file's path), got: {params['validate']}")
 
+    try:
+        with locked(path, module.check_mode) as path:
+            _edit(module, path, variable)
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+
+
+def _edit(module, path, variable):
+    """Read, merge and write ``path`` (resolved, its lock held); exit the module."""
+    params = module.params
     try:
         flags, flags_absent = normalize_flags(params["flags"], params["flags_absent"])
         labels, labels_absent = normalize_labels(params["node_labels"], params["node_labels_absent"])

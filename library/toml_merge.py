@@ -58,7 +58,12 @@ options:
     default: true
   backup:
     description:
-      - Keep a timestamped copy of the file before it is replaced. No backup is made when nothing changes.
+      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/nvidia-container-runtime/config.toml.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
+        or validation fails.
     type: bool
     default: false
   validate:
@@ -89,6 +94,11 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
+    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
+    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
     O(group) or O(mode) say otherwise.
   - Keys this action adds go to the end of their table; new top-level keys go before the first table, as TOML
@@ -142,7 +152,7 @@ backup_file:
   description: Path of the backup of the file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/nvidia-container-runtime/config.toml.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/nvidia-container-runtime/config.toml.2025-01-31@12:00:00~
 msg:
   description: What was done, or why nothing was.
   returned: always

@@ -302,14 +302,15 @@ def test_check_mode_on_a_missing_file_creates_nothing(tmp_path):
     assert _files(tmp_path) == []
 
 
-def test_backup_keeps_the_old_content(tmp_path):
+def test_backup_keeps_the_old_content_in_the_backup_tree(tmp_path, backup_root):
     path = tmp_path / "kubelet"
     before = _write(path, DEBIAN_DEFAULT)
     res = _run(path, backup=True, flags={"v": "2"})
     assert not res.failed, res.result
     backup = res.result["backup_file"]
     assert Path(backup).read_bytes() == before
-    assert sorted(_files(tmp_path)) == sorted(["kubelet", os.path.basename(backup)])
+    assert os.path.dirname(backup) == f"{backup_root}{tmp_path}"
+    assert sorted(_files(tmp_path)) == ["kubelet"]
 
 
 def test_failed_validation_leaves_the_file_unchanged_and_no_temp_file(tmp_path):
@@ -485,3 +486,18 @@ def test_check_result_catches_a_rendering_that_does_not_read_back():
     with pytest.raises(kf.FlagsError) as exc:
         kf.check_result('KUBELET_EXTRA_ARGS="--v=1"\n', "/f", "KUBELET_EXTRA_ARGS", {"v": "2"}, [], None)
     assert str(exc.value).startswith("internal error: the new /f would not read back as intended for v.")
+
+
+def test_a_symlinked_environment_file_stays_a_link_and_its_target_gets_the_flags(tmp_path):
+    real = tmp_path / "real-kubelet"
+    before = _write(real, DEBIAN_DEFAULT)
+    real.chmod(0o640)
+    link = tmp_path / "kubelet"
+    link.symlink_to(real)
+    res = _run(link, flags={"v": "2"}, backup=True)
+    assert not res.failed, res.result
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert "--v=2" in _line(real)
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert Path(res.result["backup_file"]).read_bytes() == before
+    assert sorted(_files(tmp_path)) == ["kubelet", "real-kubelet"]
