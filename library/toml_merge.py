@@ -17,7 +17,7 @@ description:
     other config modules of this project. Tables merge key by key at every depth; other values replace the
     current ones; lists follow O(list_strategy). O(remove) deletes keys first.
   - The file is written only when its parsed value changes, never for formatting alone. It is written through
-    M(ansible.builtin.copy) (atomic replace, O(backup), O(validate), owner/group/mode). C(--check) computes and
+    M(config_file_write) (atomic replace, O(backup), O(validate), owner/group/mode). C(--check) computes and
     reports the change and writes nothing; C(--diff) shows it.
   - This is an action plugin. It must run through plugins/action/toml_merge.py; the module file only
     documents it.
@@ -95,9 +95,11 @@ attributes:
     support: none
 notes:
   - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
-    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
-    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
-    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The node holds an exclusive lock,
+    C(/var/backups/gpu-node-provisioning/<file's path>.lock), while the file is compared with
+    the bytes read on the controller and written; when another run wrote it in between, the action reads and
+    merges again (3 attempts), so two runs at once never lose a change. A failed write leaves no temporary
+    file and no partial backup; temporary files of a killed run
     (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
     O(group) or O(mode) say otherwise.
@@ -107,7 +109,7 @@ notes:
 requirements:
   - tomlkit on the controller
 seealso:
-  - module: ansible.builtin.copy
+  - module: config_file_write
   - name: TOML specification
     description: Tables, keys and value types.
     link: https://toml.io/en/v1.0.0

@@ -211,10 +211,13 @@ def test_the_gpu_label_is_set_on_a_gpu_node_and_removed_elsewhere(host):
         assert "nvidia.com/gpu.present" not in labels
 
 
-def test_the_env_file_backup_holds_the_admins_file(host):
-    backups = [name for name in host.file("/etc/default").listdir() if name.startswith("kubelet.")]
+def test_the_env_file_backup_holds_the_admins_file_in_the_backup_tree(host):
+    assert [name for name in host.file("/etc/default").listdir() if name.startswith("kubelet.")] == []
+    tree = "/var/backups/gpu-node-provisioning/etc/default"
+    backups = [name for name in host.file(tree).listdir() if name.startswith("kubelet.") and name.endswith("~")]
     assert len(backups) == 1, backups
-    assert host.file(f"/etc/default/{backups[0]}").content_string == _prepared_env_text(host)
+    assert host.file(f"{tree}/{backups[0]}").content_string == _prepared_env_text(host)
+    assert host.file(f"{tree}/{backups[0]}").mode == host.file(ENV_FILE).mode
 
 
 # --- the stand-in kubelet ------------------------------------------------------------------------------------
