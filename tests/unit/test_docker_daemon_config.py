@@ -486,3 +486,79 @@ def test_concurrent_runs_on_one_file_never_lose_a_change(tmp_path, backup_root):
     assert [child.exitcode for child in children] == [0] * len(keys), "every run reports success"
     assert json.loads(path.read_text()) == dict.fromkeys(keys, True), "and every change is in the file"
     assert _files(tmp_path) == ["daemon.json"]
+
+
+# ---------------------------------------------------------------- what json.loads lets through
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{\n  "debug": true,\n  "debug": false\n}\n',
+            "line 3: the key 'debug' appears more than once in its object; which one counts is unclear and a "
+            "rewrite would keep only one. Keep one of them, then run the task again.",
+        ),
+        (
+            '{\n  "log-opts": {\n    "max-size": "10m",\n\n    "max-size": "20m"\n  }\n}\n',
+            "line 5: the key 'log-opts.max-size' appears more than once in its object; which one counts is unclear "
+            "and a rewrite would keep only one. Keep one of them, then run the task again.",
+        ),
+        (
+            '{"log-opts": {"max-file": NaN}}',
+            "line 1: log-opts.max-file is NaN, which is not JSON and dockerd cannot read. Use a number, then run "
+            "the task again.",
+        ),
+        (
+            '{\n "runtimes": {"x": {"args": [1, -Infinity]}}}',
+            "line 2: runtimes.x.args[1] is -Infinity, which is not JSON and dockerd cannot read. Use a number, "
+            "then run the task again.",
+        ),
+        (
+            '{"a": Infinity}',
+            "line 1: a is Infinity, which is not JSON and dockerd cannot read. Use a number, then run the task again.",
+        ),
+    ],
+)
+def test_repeated_keys_and_non_finite_numbers_are_refused_naming_file_line_and_key(tmp_path, text, message):
+    path = tmp_path / "daemon.json"
+    path.write_text(text)
+    res = _run(path, settings={"debug": True}, backup=True)
+    assert res.failed
+    assert res.result["msg"] == f"{path} {message}"
+    assert path.read_text() == text
+    assert _files(tmp_path) == ["daemon.json"]
+
+
+def test_keys_that_repeat_in_different_objects_and_strings_that_look_like_nan_are_fine(tmp_path):
+    path = tmp_path / "daemon.json"
+    value = {"a": {"x": 1}, "b": {"x": "NaN", "y": 'a "quoted": \\', "Infinity": 1}, "c": [{"x": 1}, {"x": 2}]}
+    path.write_text(json.dumps(value))
+    res = _run(path, settings={"debug": True})
+    assert not res.failed, res.result
+    assert json.loads(path.read_text()) == {**value, "debug": True}
+
+
+def test_too_deep_nesting_is_a_clear_error_naming_the_file(tmp_path):
+    path = tmp_path / "daemon.json"
+    text = '{"a": ' + "[" * 100000 + "]" * 100000 + "}"
+    path.write_text(text)
+    res = _run(path, settings={"debug": True})
+    assert res.failed
+    assert res.result["msg"] == (
+        f"{path} nests objects and arrays more than 64 levels deep (line 1); daemon.json never needs that. "
+        "Fix the file, then run the task again."
+    )
+    assert path.read_text() == text
+
+
+def test_nan_in_the_settings_is_refused_and_nothing_is_written(tmp_path):
+    path = tmp_path / "daemon.json"
+    before = _write(path, EXISTING)
+    res = _run(path, settings={"log-opts": {"max-file": float("nan")}})
+    assert res.failed
+    assert res.result["msg"] == (
+        "settings hold NaN or Infinity (Out of range float values are not JSON compliant: nan), which daemon.json "
+        "cannot hold: use a number."
+    )
+    assert path.read_bytes() == before
