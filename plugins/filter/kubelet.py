@@ -221,7 +221,7 @@ _VERSION_RE = re.compile(r"^(?:Kubernetes\s+)?v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][
 _CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _FEATURE_GATE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 _FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_UNSAFE_FLAG_VALUE_RE = re.compile(r"[\s\"'\\]")
+_UNSAFE_FLAG_VALUE_RE = re.compile(r"[\s\"'\\\x00-\x1f\x7f\ufeff]")
 _DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.conf$")
 _ENDPOINT_RE = re.compile(r"^unix:///\S+$")
 

@@ -271,6 +271,14 @@ def test_the_last_start_saw_our_configuration(host):
         assert last["dropins"] == {}
 
 
+def test_a_shell_that_sources_the_env_file_reads_exactly_the_flags_systemd_gave_the_kubelet(host):
+    last = _starts(host)[-1]
+    sourced = host.check_output(f"bash -c 'set -a; . {ENV_FILE}; printf \"%s\\n\" $KUBELET_EXTRA_ARGS'").splitlines()
+    assert last["argv"][-len(sourced) :] == sourced
+    assert "--provider-id=gce://p/z/node<1>$(touch${IFS}/tmp/pwned)`touch${IFS}/tmp/pwned2`" in sourced
+    assert not host.file("/tmp/pwned").exists and not host.file("/tmp/pwned2").exists
+
+
 def test_the_running_kubelet_is_the_last_start_and_healthy(host):
     assert host.service("kubelet").is_running
     main_pid = int(host.check_output("systemctl show kubelet -p MainPID --value"))
