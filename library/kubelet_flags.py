@@ -201,8 +201,8 @@ from ansible.module_utils.file_edit import FileEditError, apply_edit, locked, re
 from ansible.module_utils.kubernetes_names import kubelet_label_error, label_value_error, qualified_name_error
 
 LABELS_FLAG = "node-labels"
-_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+_VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 _UNSAFE_VALUE_RE = re.compile(r"[\s\"'\\\x00-\x1f\x7f\ufeff]")
 # What no flag may hold once the line is rewritten: a single quote ends the quoting; a double quote or a
 # backslash is unquoted by systemd when it splits $KUBELET_EXTRA_ARGS on the command line but kept by a shell;
@@ -339,7 +339,7 @@ def _split_quoted(rest: str, path: str, lineno: int, variable: str) -> tuple[str
 
 def find_assignment(lines: list[str], variable: str, path: str) -> tuple[Assignment | None, list[int]]:
     """Return the last assignment of ``variable`` and the line numbers (1-based) of earlier ones."""
-    pattern = re.compile(rf"^(\s*(?:export\s+)?{re.escape(variable)}=)(.*)$")
+    pattern = re.compile(rf"^(\s*(?:export\s+)?{re.escape(variable)}=)(.*)\Z")
     found: list[tuple[int, re.Match]] = []
     for index, line in enumerate(lines):
         match = pattern.match(line.rstrip("\r\n"))

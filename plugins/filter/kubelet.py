@@ -217,13 +217,13 @@ TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-n
 # First minor release of the --config-dir stages (alpha needs KUBELET_CONFIG_DROPIN_DIR_ALPHA).
 DROPIN_ALPHA, DROPIN_BETA, DROPIN_GA = (1, 28), (1, 30), (1, 35)
 
-_VERSION_RE = re.compile(r"^(?:Kubernetes\s+)?v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?$")
-_CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-_FEATURE_GATE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_VERSION_RE = re.compile(r"^(?:Kubernetes\s+)?v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?\Z")
+_CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*\Z")
+_FEATURE_GATE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*\Z")
+_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 _UNSAFE_FLAG_VALUE_RE = re.compile(r"[\s\"'\\\x00-\x1f\x7f\ufeff]")
-_DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.conf$")
-_ENDPOINT_RE = re.compile(r"^unix:///\S+$")
+_DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.conf\Z")
+_ENDPOINT_RE = re.compile(r"^unix:///\S+\Z")
 
 
 # --- versions and plans ------------------------------------------------------------------------------------
@@ -376,6 +376,13 @@ def _check_abs_path(errors, params, var, allow_empty=False) -> None:
         return
     if not isinstance(value, str) or not value.startswith("/"):
         errors.append(f"{var}: {value!r} is not an absolute path; use a path that starts with '/'.")
+    elif _UNSAFE_FLAG_VALUE_RE.search(value):
+        errors.append(
+            f"{var}: {value!r} contains whitespace, a quote, a backslash or a control character, which cannot be "
+            "passed on the kubelet's command line (KUBELET_EXTRA_ARGS is split at whitespace); use a path without them."
+        )
+    elif value == "/" or value.endswith("/") or "/../" in f"{value}/" or "/./" in f"{value}/":
+        errors.append(f"{var}: {value!r} is not a plain file or directory path; drop the '.', '..' or trailing '/'.")
 
 
 def _check_version(errors, var, value) -> None:

@@ -894,3 +894,74 @@ def test_every_filter_the_role_uses_exists():
             used.update(pattern.findall(path.read_text()))
     assert {"kubelet_validate", "kubelet_compose_config", "kubelet_config_document", "kubelet_flag_for_field"} <= used
     assert used <= set(kb.FilterModule().filters())
+
+
+# ---------------------------------------------------------------- anchored at the very end, paths checked up front
+
+SPACE_MSG = (
+    "contains whitespace, a quote, a backslash or a control character, which cannot be passed on the kubelet's "
+    "command line (KUBELET_EXTRA_ARGS is split at whitespace); use a path without them."
+)
+
+NOT_PLAIN_MSG = "is not a plain file or directory path; drop the '.', '..' or trailing '/'."
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        (
+            "kubelet_config_dir",
+            "/etc/kubernetes/kubelet conf.d",
+            f"kubelet_config_dir: {'/etc/kubernetes/kubelet conf.d'!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_config_dir",
+            "/etc/kubelet.conf.d\n",
+            f"kubelet_config_dir: {'/etc/kubelet.conf.d' + chr(10)!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_main_config_path",
+            "/var/lib/kubelet/config '.yaml",
+            f"kubelet_main_config_path: {'/var/lib/kubelet/config ' + chr(39) + '.yaml'!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_env_file",
+            "/etc/default/kube\tlet",
+            f"kubelet_env_file: {'/etc/default/kube' + chr(9) + 'let'!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_config_dir",
+            "/etc/kubernetes/../kubelet.conf.d",
+            f"kubelet_config_dir: '/etc/kubernetes/../kubelet.conf.d' {NOT_PLAIN_MSG}",
+        ),
+        (
+            "kubelet_config_dir",
+            "/etc/kubelet.conf.d/",
+            f"kubelet_config_dir: '/etc/kubelet.conf.d/' {NOT_PLAIN_MSG}",
+        ),
+    ],
+)
+def test_a_path_that_the_command_line_or_the_module_cannot_take_is_refused_before_anything_is_written(
+    var, value, message
+):
+    assert kb.kubelet_validate(params(**{var: value}), "1.31.0") == [message]
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("kubelet_reserved_system_cpus", "0\n"),
+        ("kubelet_container_runtime_endpoint", "unix:///run/containerd/containerd.sock\n"),
+        ("kubelet_dropin_name", "50-gpu-node.conf\n"),
+        ("kubelet_feature_gates", {"UserNamespacesSupport\n": True}),
+        ("kubelet_flags", {"v\n": 2}),
+        ("kubelet_flags_absent", ["v\n"]),
+        ("kubelet_node_labels", {"example.com/pool\n": "a"}),
+        ("kubelet_node_labels", {"example.com/pool": "a100\n"}),
+        ("kubelet_register_with_taints", ["example.com/dedicated=ml\n:NoSchedule"]),
+        ("kubelet_register_with_taints", ["example.com/dedicated=ml:NoSchedule\n"]),
+    ],
+)
+def test_a_value_ending_in_a_newline_is_refused(var, value):
+    errors = kb.kubelet_validate(params(**{var: value}), "1.31.0")
+    assert len(errors) == 1 and errors[0].startswith(var), errors

@@ -368,6 +368,20 @@ BAD_INPUTS = {
         ROLE_CHECK,
         "kubelet_seccomp_default: 'yes' is a string; use true, false or null (unquoted).",
     ),
+    "config-dir-with-a-space": (
+        # used to pass: the drop-in was written, then kubelet_flags refused --config-dir (half applied)
+        {"kubelet_config_dir": "/etc/kubernetes/kubelet conf.d"},
+        ROLE_CHECK,
+        "kubelet_config_dir: '/etc/kubernetes/kubelet conf.d' contains whitespace, a quote, a backslash or a "
+        "control character, which cannot be passed on the kubelet's command line (KUBELET_EXTRA_ARGS is split at "
+        "whitespace); use a path without them.",
+    ),
+    "label-value-ending-in-a-newline": (
+        {"kubelet_node_labels": {"example.com/gpu-pool": "a100\n"}},
+        ROLE_CHECK,
+        "kubelet_node_labels: label value 'a100\\n' is not valid: it must be empty or at most 63 characters: "
+        "letters, digits, '-', '_' and '.', starting and ending with a letter or digit (label 'example.com/gpu-pool').",
+    ),
     "wrong-type-list-for-dict": (
         {"kubelet_feature_gates": ["CPUManagerPolicyBetaOptions"]},
         ARG_SPEC,
