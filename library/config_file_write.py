@@ -49,6 +49,12 @@ options:
       - Command run (not through a shell) on the candidate file before it replaces O(path); C(%s) is the
         candidate's path. A failure leaves O(path) unchanged.
     type: str
+  show_diff:
+    description:
+      - In diff mode, return the change as a diff. The content is then in the result, so leave it V(false) for
+        files that hold secrets (the content is never logged otherwise).
+    type: bool
+    default: false
   create_dirs:
     description:
       - Create missing parent directories (mode C(0755)). Without it a missing directory is an error.
@@ -62,7 +68,8 @@ attributes:
   check_mode:
     support: full
   diff_mode:
-    support: none
+    support: full
+    details: Only with O(show_diff=true).
   platform:
     platforms: posix
   safe_file_operations:
@@ -140,6 +147,7 @@ def main():
             backup=dict(type="bool", default=False),
             validate=dict(type="str"),
             create_dirs=dict(type="bool", default=False),
+            show_diff=dict(type="bool", default=False),
         ),
         add_file_common_args=True,
         supports_check_mode=True,
@@ -174,7 +182,11 @@ def main():
             )
     except FileEditError as exc:
         module.fail_json(msg=str(exc), path=params["path"], **exc.details)
-    result.pop("diff", None)
+    if params["show_diff"] and "diff" in result:
+        # the content is a no_log value, which exit_json would mask in the diff; the task asked to show it
+        module.no_log_values.discard(params["content"])
+    else:
+        result.pop("diff", None)
     module.exit_json(path=path, **result)
 
 

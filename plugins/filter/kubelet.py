@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import difflib
 import importlib.util
+import io
+import itertools
 import re
 import sys
 from collections.abc import Mapping
@@ -819,7 +821,47 @@ def kubelet_merge_config(text, fields: dict, absent=None, path: str = "the kubel
     _merge.remove_paths(data, list(absent or []))
     _merge.merge_into(data, fields, "replace")
     changed = not _merge.values_equal(current, data)
-    return {"changed": changed, "content": _dump(data) if changed else text, "config": data}
+    if not changed:
+        return {"changed": False, "content": text, "config": data}
+    return {"changed": True, "content": _merge_text(text or "", fields, absent, data, path), "config": data}
+
+
+def _sequence_offset(text: str) -> int:
+    """How far the file indents a list's dashes under its key (0 for kubeadm's ``key:\n- item``)."""
+    lines = text.splitlines()
+    for before, line in itertools.pairwise(lines):
+        dash = re.match(r"( *)- ", line)
+        key = re.match(r"( *)[^\s#-][^#]*:\s*\Z", before)
+        if dash and key:
+            return max(0, len(dash.group(1)) - len(key.group(1)))
+    return 0
+
+
+def _merge_text(text: str, fields: dict, absent, data: dict, path: str) -> str:
+    """The file's text with the change made in place by a round-trip YAML library: comments, key order,
+    quoting and the list indentation of everything else are kept; new keys go to the end of their mapping."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    yaml_rt = YAML(typ="rt")
+    yaml_rt.preserve_quotes = True
+    yaml_rt.width = 4096
+    offset = _sequence_offset(text)
+    yaml_rt.indent(mapping=2, sequence=offset + 2, offset=offset)
+    doc = yaml_rt.load(text) if text.strip() else None
+    if doc is None:
+        doc = CommentedMap()
+    for position, (key, value) in enumerate((("apiVersion", API_VERSION), ("kind", KIND))):
+        if key not in doc:
+            doc.insert(position, key, value)
+    _merge.remove_paths(doc, list(absent or []))
+    _merge.merge_into(doc, copy.deepcopy(_plain(fields)), "replace")
+    stream = io.StringIO()
+    yaml_rt.dump(doc, stream)
+    result = stream.getvalue()
+    if yaml.safe_load(result) != _plain(data):  # pragma: no cover - a guard against serialiser surprises
+        raise AnsibleFilterError(f"internal error: the merged {path} does not read back as intended")
+    return result
 
 
 def kubelet_effective_config(main_config: dict, *dropins) -> dict:

@@ -130,3 +130,13 @@ def test_two_processes_that_read_the_same_bytes_never_both_succeed(tmp_path, bac
     assert all(conflict for _, failed, conflict in outcomes if failed), outcomes
     assert path.read_text() == winners[0]
     assert sorted(os.listdir(tmp_path)) == ["config.toml"]
+
+
+def test_the_diff_is_returned_only_when_asked_for(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("a: 1\n")
+    hidden = run_module(cfw, {"dest": str(path), "content": "a: 2\n"}, check_mode=True, diff=True)
+    assert "diff" not in hidden.result
+    shown = run_module(cfw, {"dest": str(path), "content": "a: 2\n", "show_diff": True}, check_mode=True, diff=True)
+    assert shown.result["diff"]["before"] == "a: 1\n" and shown.result["diff"]["after"] == "a: 2\n"
+    assert shown.result["changed"] is True and path.read_text() == "a: 1\n"

@@ -965,3 +965,50 @@ def test_a_path_that_the_command_line_or_the_module_cannot_take_is_refused_befor
 def test_a_value_ending_in_a_newline_is_refused(var, value):
     errors = kb.kubelet_validate(params(**{var: value}), "1.31.0")
     assert len(errors) == 1 and errors[0].startswith(var), errors
+
+
+KUBEADM_WITH_COMMENTS = """\
+# Written by kubeadm; the platform team added comments.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: false  # never anonymous
+# DNS of the cluster
+clusterDNS:
+- 10.96.0.10
+evictionHard:
+  memory.available: "100Mi"   # quoted on purpose
+healthzPort: 10248
+"""
+
+
+def test_merge_mode_keeps_comments_quoting_order_and_list_style():
+    result = kb.kubelet_merge_config(
+        KUBEADM_WITH_COMMENTS,
+        {"evictionHard": {"nodefs.available": "10%"}, "cgroupDriver": "systemd", "clusterDNS": ["10.0.0.10"]},
+        ["healthzPort"],
+    )
+    assert result["changed"] is True
+    assert result["content"] == (
+        "# Written by kubeadm; the platform team added comments.\n"
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        "authentication:\n"
+        "  anonymous:\n"
+        "    enabled: false  # never anonymous\n"
+        "# DNS of the cluster\n"
+        "clusterDNS:\n"
+        "- 10.0.0.10\n"
+        "evictionHard:\n"
+        '  memory.available: "100Mi"   # quoted on purpose\n'
+        "  nodefs.available: 10%\n"
+        "cgroupDriver: systemd\n"
+    )
+    assert kb.kubelet_merge_config(result["content"], {"cgroupDriver": "systemd"}, ["healthzPort"])["changed"] is False
+
+
+def test_merge_mode_keeps_an_indented_list_style():
+    text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n  - 10.96.0.10\n"
+    result = kb.kubelet_merge_config(text, {"tlsCipherSuites": ["A", "B"]})
+    assert result["content"] == text + "tlsCipherSuites:\n  - A\n  - B\n"

@@ -137,7 +137,9 @@ def test_the_dropin_is_a_full_kubelet_configuration_on_1_31_and_absent_on_1_27(h
 
 def test_the_main_config_is_merged_on_1_27_and_untouched_on_1_31(host):
     text = host.file(MAIN_CONFIG).content_string
-    backups = [name for name in host.file("/var/lib/kubelet").listdir() if name.startswith("config.yaml.")]
+    assert [name for name in host.file("/var/lib/kubelet").listdir() if name.startswith("config.yaml.")] == []
+    tree = host.file("/var/backups/gpu-node-provisioning/var/lib/kubelet")
+    backups = [name for name in tree.listdir() if name.endswith("~")] if tree.exists else []
     assert host.file(MAIN_CONFIG).mode == 0o644
     if _is_dropin_node(host):
         assert text == PREPARED_CONFIG_TEXT
@@ -154,7 +156,11 @@ def test_the_main_config_is_merged_on_1_27_and_untouched_on_1_31(host):
     # kubeadm's keys keep their order; ours that were not there are appended
     assert list(config)[: len(PREPARED_CONFIG)] == list(PREPARED_CONFIG)
     assert len(backups) == 1, backups
-    assert host.file(f"/var/lib/kubelet/{backups[0]}").content_string == PREPARED_CONFIG_TEXT
+    assert host.file(f"{tree.path}/{backups[0]}").content_string == PREPARED_CONFIG_TEXT
+    # the merge keeps the file's comments (a round-trip YAML library on the controller)
+    comments = [line for line in PREPARED_CONFIG_TEXT.splitlines() if line.startswith("#")]
+    assert text.splitlines()[: len(comments)] == comments
+    assert "clusterDNS:\n- 10.96.0.10\n" in text, "kubeadm's unindented lists stay unindented"
 
 
 def test_no_alpha_environment_for_1_27_and_1_31(host):
