@@ -116,6 +116,8 @@ def plan(
     before = text or ""
     try:
         doc = tomlkit.parse(before)
+        # dotted keys become tables first: tomlkit cannot add keys next to a dotted key and stay parseable
+        _controller_files().load_module_util("containerd_toml").undot_tables(doc)
     except parse_error as exc:
         raise TomlMergeError(
             f"{path} is not valid TOML ({exc}): fix the file by hand (or restore its backup); nothing was changed"
