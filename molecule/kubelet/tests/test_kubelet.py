@@ -51,6 +51,8 @@ OUR_FIELDS = {
     "containerLogMaxSize": "50Mi",
     "evictionHard": {"memory.available": "500Mi"},
 }
+# converge.yml's kubelet_flags provider-id: shell syntax that a sourcing shell must not run
+PROVIDER_ID = "gce://p/z/node<1>$(touch${IFS}/tmp/pwned)`touch${IFS}/tmp/pwned2`"
 PREPARED_TAINT = {"key": "example.com/pool", "value": "batch", "effect": "NoSchedule"}
 USER_TAINT = {"key": "example.com/dedicated", "value": "ml", "effect": "NoSchedule"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
@@ -184,7 +186,7 @@ def test_the_admins_flags_and_lines_are_kept(host):
     args = _extra_args(text)
     assert args[2].startswith("--node-labels="), "--node-labels lost its place"
     # kept in place; --cgroup-driver removed (it would override cgroupDriver); ours appended
-    expected = ["--max-pods=200", "--node-ip=10.0.0.5", args[2], "--v=2"]
+    expected = ["--max-pods=200", "--node-ip=10.0.0.5", args[2], "--v=2", f"--provider-id={PROVIDER_ID}"]
     if _is_dropin_node(host):
         expected.append(f"--config-dir={DROPIN_DIR}")
     assert args == expected
@@ -281,7 +283,7 @@ def test_a_shell_that_sources_the_env_file_reads_exactly_the_flags_systemd_gave_
     last = _starts(host)[-1]
     sourced = host.check_output(f"bash -c 'set -a; . {ENV_FILE}; printf \"%s\\n\" $KUBELET_EXTRA_ARGS'").splitlines()
     assert last["argv"][-len(sourced) :] == sourced
-    assert "--provider-id=gce://p/z/node<1>$(touch${IFS}/tmp/pwned)`touch${IFS}/tmp/pwned2`" in sourced
+    assert f"--provider-id={PROVIDER_ID}" in sourced
     assert not host.file("/tmp/pwned").exists and not host.file("/tmp/pwned2").exists
 
 
