@@ -359,3 +359,19 @@ def test_module_requires_components(deb822_file):
     result = run_module(ac, _args(deb822_file, components=[]))
     assert result.failed
     assert result.result["msg"] == "components must name at least one entry"
+
+
+def test_backup_goes_to_the_backup_tree_not_into_sources_list_d(tmp_path, backup_root):
+    directory = tmp_path / "sources.list.d"
+    directory.mkdir()
+    real = tmp_path / "real.sources"
+    real.write_text(DEB822)
+    link = directory / "debian.sources"
+    link.symlink_to(real)
+    result = run_module(ac, _args(link, backup=True))
+    assert not result.failed, result.result
+    assert sorted(os.listdir(directory)) == ["debian.sources"], "APT reads every file here: no backup beside it"
+    assert link.is_symlink() and real.read_text() == DEB822_EXPECTED
+    assert result.result["backup_file"].startswith(f"{backup_root}{real}.")
+    with open(result.result["backup_file"]) as handle:
+        assert handle.read() == DEB822
