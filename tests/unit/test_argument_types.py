@@ -25,7 +25,7 @@ from conftest import load_module
 ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 ROLES = sorted(path for path in (ROOT / "roles").iterdir() if (path / "meta" / "argument_specs.yml").is_file())
-TASK_NAME = "Refuse variables of the wrong type before anything changes (a string where a list belongs)"
+TASK_NAME = "Refuse variables of the wrong type (a string for a list) before anything changes"
 
 argument_types = load_module("argument_types", subdir="plugins/action")
 
