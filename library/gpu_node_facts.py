@@ -251,6 +251,25 @@ ansible_facts:
           type: bool
           returned: always
           sample: false
+        kernel:
+          description:
+            - The running kernel. C(release) as C(uname -r) prints it (read from /proc/sys/kernel/osrelease below the
+              root), C(version) its numeric part for comparisons (V(6.3) and later mount idmapped tmpfs, which
+              user-namespaced pods need), C(max_user_namespaces) from /proc/sys/user/max_user_namespaces
+              (V(0) means user namespaces are off, null that it is unreadable) and C(seccomp), true when the
+              kernel filters system calls (a Seccomp line in /proc/self/status).
+          type: dict
+          returned: always
+          sample: {release: 6.12.48+deb13-amd64, version: "6.12.48", max_user_namespaces: 63413, seccomp: true}
+        oci_runtimes:
+          description:
+            - The low-level OCI runtimes C(runc) and C(crun), each with C(installed), C(binary) and C(version)
+              (numeric, null when unknown) and C(version_full). User-namespaced pods need runc 1.2 or crun 1.9.
+          type: dict
+          returned: always
+          sample:
+            runc: {installed: true, binary: /usr/sbin/runc, version: 1.1.5, version_full: 1.1.5+ds1}
+            crun: {installed: false, binary: null, version: null, version_full: null}
         fuse:
           description: C(device) (C(/dev/fuse) exists), C(module_loaded) (the fuse module is loaded or built in) and
             C(builtin) (fuse is built into the kernel, so it cannot and need not be loaded).
@@ -278,6 +297,7 @@ SECURE_BOOT_SYSFS = f"/sys/firmware/efi/vars/SecureBoot-{EFI_GLOBAL_VARIABLE_GUI
 # Where binaries are looked for besides PATH (and the only places looked at below a `root` other than /).
 BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 KUBELET_CONFIG_DIR_MIN = (1, 30)
+OCI_RUNTIMES = ("runc", "crun")
 
 
 def _parse_version_token(token: str) -> tuple[str | None, str | None]:
@@ -329,6 +349,19 @@ def parse_kubelet_version(text: str | None) -> tuple[str | None, str | None]:
     """`kubelet --version`: "Kubernetes v1.31.2"."""
     match = re.search(r"Kubernetes\s+(\S+)", text or "")
     return _parse_version_token(match.group(1)) if match else (None, None)
+
+
+def parse_oci_runtime_version(text: str | None) -> tuple[str | None, str | None]:
+    """`runc --version` / `crun --version`: first line "runc version 1.1.5+ds1" / "crun version 1.9.2"."""
+    match = re.search(r"^\s*(?:runc|crun) version\s+(\S+)", text or "", re.MULTILINE)
+    return _parse_version_token(match.group(1)) if match else (None, None)
+
+
+def parse_kernel_release(text: str | None) -> tuple[str | None, str | None]:
+    """A kernel release ("6.1.0-28-amd64", "6.12.48+deb13-amd64", "5.14.0-427.el9.x86_64") -> (numeric, as is)."""
+    release = (text or "").strip()
+    match = re.match(r"(\d+\.\d+(?:\.\d+)?)", release)
+    return (match.group(1), release) if match else (None, release or None)
 
 
 def parse_nvidia_driver_version(text: str | None) -> tuple[str | None, str | None]:
@@ -514,6 +547,36 @@ def fuse_facts(root: str) -> dict:
         # Only a loadable module has an initstate file; a built-in one has just its parameters.
         "builtin": loaded and not os.path.exists(os.path.join(module_dir, "initstate")),
     }
+
+
+def kernel_facts(root: str) -> dict:
+    release_text = read_text(rooted(root, "/proc/sys/kernel/osrelease"))
+    if release_text is None and root == "/":
+        release_text = os.uname().release
+    version, release = parse_kernel_release(release_text)
+    max_userns = (read_text(rooted(root, "/proc/sys/user/max_user_namespaces")) or "").strip()
+    status = read_text(rooted(root, "/proc/self/status")) or ""
+    return {
+        "release": release,
+        "version": version,
+        "max_user_namespaces": int(max_userns) if max_userns.isdigit() else None,
+        "seccomp": re.search(r"^Seccomp:", status, re.MULTILINE) is not None,
+    }
+
+
+def oci_runtime_facts(run_command: RunCommand | None, which: Which) -> dict:
+    facts = {}
+    for name in OCI_RUNTIMES:
+        binary = which(name)
+        output = _output(run_command, [binary, "--version"]) if binary else None
+        version, version_full = parse_oci_runtime_version(output)
+        facts[name] = {
+            "installed": binary is not None,
+            "binary": binary,
+            "version": version,
+            "version_full": version_full,
+        }
+    return facts
 
 
 def secure_boot_from_files(root: str) -> bool | None:
@@ -760,6 +823,8 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
         "apparmor": apparmor,
         "secure_boot": secure_boot,
         "fuse": fuse_facts(root),
+        "kernel": kernel_facts(root),
+        "oci_runtimes": oci_runtime_facts(run_command, which),
     }
 
 

@@ -488,6 +488,30 @@ def _check_flags(errors, params, fields: dict) -> None:
             errors.append(f"kubelet_flags_absent: --{name} is also in kubelet_flags; keep it in one of them.")
 
 
+SUBID_BLOCK = 65536  # one pod's user namespace: the kubelet's ranges are multiples of it
+
+
+def _check_user_namespaces(errors, params) -> None:
+    """kubelet_user_namespaces and the optional host ID range for pods' user namespaces."""
+    _check_bool(errors, params, "kubelet_user_namespaces")
+    start = params.get("kubelet_user_namespaces_subid_start")
+    count = params.get("kubelet_user_namespaces_subid_count")
+    before = len(errors)
+    for var, value in (("kubelet_user_namespaces_subid_start", start), ("kubelet_user_namespaces_subid_count", count)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < SUBID_BLOCK or value % SUBID_BLOCK:
+            errors.append(
+                f"{var}: {value!r} is not a multiple of {SUBID_BLOCK} of at least {SUBID_BLOCK}; the kubelet gives "
+                f"each pod {SUBID_BLOCK} IDs (the count covers maxPods x {SUBID_BLOCK}), or use null for no range."
+            )
+    if len(errors) == before and (start is None) != (count is None):
+        errors.append(
+            "kubelet_user_namespaces_subid_start and kubelet_user_namespaces_subid_count go together: "
+            "set both, or neither (null: the kubelet picks IDs above 65535 by itself)."
+        )
+
+
 def kubelet_validate(params: dict, version=None) -> list[str]:
     """Check the role's variables; return one message per problem (empty when all is well).
 
@@ -647,6 +671,7 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
         "kubelet_reset_resource_manager_state",
     ):
         _check_bool(errors, params, var)
+    _check_user_namespaces(errors, params)
     return errors
 
 

@@ -27,6 +27,12 @@ Each check of the role is data, a mapping with four keys:
 `gpu_validate_json_problem(text)`
     Why a text is not a JSON object (a seccomp profile), or "" when it is one.
 
+`gpu_validate_userns_missing(node, feature_gates={})`
+    What this node lacks to run user-namespaced pods (hostUsers: false), one sentence per
+    requirement (kernel, user namespace limit, CRI runtime, OCI runtime, kubelet and its
+    feature gate), from the gpu_node facts and the kubelet's effective featureGates; [] when
+    nothing is missing.
+
 Everything is a pure function of its arguments; the unit tests call them without Ansible.
 """
 
@@ -194,6 +200,79 @@ def gpu_validate_json_problem(text) -> str:
     return ""
 
 
+# What pods with hostUsers: false need (Kubernetes "Use a User Namespace With a Pod"; containerd and
+# CRI-O docs): idmapped tmpfs (Linux 6.3), a CRI runtime that creates the user namespace (containerd
+# 2.0, CRI-O 1.25; containerd 1.6 silently ignores hostUsers: false), an OCI runtime with idmapped
+# mounts (runc 1.2, crun 1.9), and the kubelet's UserNamespacesSupport gate (beta and off from 1.30,
+# on by default from 1.33, locked on from 1.36).
+USERNS_MIN_KERNEL = (6, 3)
+USERNS_MIN_CRI = {"containerd": (2, 0), "crio": (1, 25)}
+USERNS_MIN_OCI = {"runc": (1, 2), "crun": (1, 9)}
+USERNS_MIN_KUBELET = (1, 30)
+USERNS_KUBELET_DEFAULT_ON = (1, 33)
+USERNS_KUBELET_LOCKED_ON = (1, 36)
+USERNS_GATE = "UserNamespacesSupport"
+
+
+def _version_tuple(version) -> tuple[int, ...] | None:
+    match = re.match(r"v?(\d+(?:\.\d+)*)", str(version or ""))
+    return tuple(int(part) for part in match.group(1).split(".")) if match else None
+
+
+def _dotted(version: tuple[int, ...]) -> str:
+    return ".".join(str(part) for part in version)
+
+
+def _installed(tools: Mapping, minimums: Mapping) -> tuple[list[str], bool]:
+    """('name version' of each installed tool, whether one of them is new enough)."""
+    found, ok = [], False
+    for name, minimum in minimums.items():
+        facts = tools.get(name) or {}
+        if not facts.get("installed"):
+            continue
+        version = _version_tuple(facts.get("version"))
+        found.append(f"{name} {facts.get('version') or '(version unknown)'}")
+        ok = ok or (version is not None and version >= minimum)
+    return found, ok
+
+
+def gpu_validate_userns_missing(node, feature_gates=None) -> list[str]:
+    node = node or {}
+    gates = feature_gates if isinstance(feature_gates, Mapping) else {}
+    missing = []
+    kernel = node.get("kernel") or {}
+    kernel_version = _version_tuple(kernel.get("version"))
+    if kernel_version is None or kernel_version < USERNS_MIN_KERNEL:
+        missing.append(f"Linux >= {_dotted(USERNS_MIN_KERNEL)} (has {kernel.get('release') or 'unknown'})")
+    if kernel.get("max_user_namespaces") == 0:
+        missing.append("user namespaces on (sysctl user.max_user_namespaces is 0)")
+    names = {"containerd": "containerd", "crio": "CRI-O"}
+    found, ok = _installed(node.get("runtimes") or {}, USERNS_MIN_CRI)
+    if not ok:
+        wanted = " or ".join(f"{names[n]} >= {_dotted(v)}" for n, v in USERNS_MIN_CRI.items())
+        missing.append(f"{wanted} (has {', '.join(found) or 'none'})")
+    found, ok = _installed(node.get("oci_runtimes") or {}, USERNS_MIN_OCI)
+    if not ok:
+        wanted = " or ".join(f"{n} >= {_dotted(v)}" for n, v in USERNS_MIN_OCI.items())
+        missing.append(f"{wanted} (has {', '.join(found) or 'none'})")
+    kubelet = node.get("kubelet") or {}
+    kubelet_version = _version_tuple(kubelet.get("version"))
+    gate = gates.get(USERNS_GATE)
+    if not kubelet.get("installed"):
+        missing.append(f"a kubelet >= {_dotted(USERNS_MIN_KUBELET)} (none installed)")
+    elif kubelet_version is None:
+        missing.append(f"a kubelet >= {_dotted(USERNS_MIN_KUBELET)} (version unknown)")
+    elif kubelet_version < USERNS_MIN_KUBELET:
+        missing.append(f"a kubelet >= {_dotted(USERNS_MIN_KUBELET)} (has {kubelet.get('version')})")
+    elif kubelet_version < USERNS_KUBELET_DEFAULT_ON and gate is not True:
+        missing.append(
+            f"the kubelet feature gate {USERNS_GATE}: true (off by default in kubelet {kubelet.get('version')})"
+        )
+    elif kubelet_version < USERNS_KUBELET_LOCKED_ON and gate is False:
+        missing.append(f"the kubelet feature gate {USERNS_GATE} (set to false)")
+    return missing
+
+
 class FilterModule:
     """Filters of the gpu_validate role."""
 
@@ -204,4 +283,5 @@ class FilterModule:
             "gpu_validate_report": gpu_validate_report,
             "gpu_validate_runtime_config": gpu_validate_runtime_config,
             "gpu_validate_json_problem": gpu_validate_json_problem,
+            "gpu_validate_userns_missing": gpu_validate_userns_missing,
         }

@@ -29,6 +29,8 @@ CONTRACT_KEYS = {
     "driver",
     "nvidia_smi",
     "runtimes",
+    "kernel",
+    "oci_runtimes",
     "runtimes_installed",
     "runtimes_running",
     "kubelet",
@@ -688,3 +690,69 @@ def test_module_fails_on_a_root_that_is_no_directory(tmp_path):
     assert result.failed
     assert str(missing) in result.result["msg"]
     assert "not a directory" in result.result["msg"]
+
+
+# --- kernel and OCI runtimes (what user-namespaced FUSE pods need) ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("runc version 1.1.5+ds1\ncommit: 1.1.5+ds1-1+deb12u1\nspec: 1.0.2-dev\n", ("1.1.5", "1.1.5+ds1")),
+        ("runc version 1.2.5\ncommit: v1.2.5-0-g59923ef\nspec: 1.2.0\n", ("1.2.5", "1.2.5")),
+        ("crun version 1.9.2\ncommit: 35274d346d2e9ffeacb22cc11590b0266a23d6\n+SYSTEMD +SELINUX\n", ("1.9.2", "1.9.2")),
+        ("crun version UNKNOWN\n", (None, None)),
+        ("", (None, None)),
+    ],
+)
+def test_parse_oci_runtime_version(output, expected):
+    assert facts_module.parse_oci_runtime_version(output) == expected
+
+
+@pytest.mark.parametrize(
+    ("release", "expected"),
+    [
+        ("6.1.0-28-amd64\n", ("6.1.0", "6.1.0-28-amd64")),
+        ("6.12.48+deb13-amd64", ("6.12.48", "6.12.48+deb13-amd64")),
+        ("5.14.0-427.13.1.el9_4.x86_64", ("5.14.0", "5.14.0-427.13.1.el9_4.x86_64")),
+        ("6.3-rc1", ("6.3", "6.3-rc1")),
+        ("", (None, None)),
+    ],
+)
+def test_parse_kernel_release(release, expected):
+    assert facts_module.parse_kernel_release(release) == expected
+
+
+def test_kernel_and_oci_runtimes_from_the_tree(tmp_path):
+    (tmp_path / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (tmp_path / "proc" / "sys" / "user").mkdir(parents=True)
+    (tmp_path / "proc" / "self").mkdir(parents=True)
+    (tmp_path / "proc" / "sys" / "kernel" / "osrelease").write_text("6.1.0-28-amd64\n")
+    (tmp_path / "proc" / "sys" / "user" / "max_user_namespaces").write_text("0\n")
+    (tmp_path / "proc" / "self" / "status").write_text("Name:\tpython3\nSeccomp:\t0\nSeccomp_filters:\t0\n")
+    sbin = tmp_path / "usr" / "sbin"
+    sbin.mkdir(parents=True)
+    (sbin / "runc").write_text("#!/bin/sh\n")
+    (sbin / "runc").chmod(0o755)
+    commands = FakeCommands({("/usr/sbin/runc", "--version"): (0, "runc version 1.1.5+ds1\ncommit: x\n", "")})
+    facts = facts_module.gather_gpu_node_facts(str(tmp_path), run_command=commands)
+    assert facts["kernel"] == {
+        "release": "6.1.0-28-amd64",
+        "version": "6.1.0",
+        "max_user_namespaces": 0,
+        "seccomp": True,
+    }
+    assert facts["oci_runtimes"]["runc"] == {
+        "installed": True,
+        "binary": "/usr/sbin/runc",
+        "version": "1.1.5",
+        "version_full": "1.1.5+ds1",
+    }
+    assert facts["oci_runtimes"]["crun"]["installed"] is False
+    assert not [call for call in commands.calls if "crun" in call[0]]
+
+
+def test_kernel_facts_of_an_empty_tree_are_unknown(tmp_path):
+    facts = facts_module.gather_gpu_node_facts(str(tmp_path))
+    assert facts["kernel"] == {"release": None, "version": None, "max_user_namespaces": None, "seccomp": False}
+    assert facts["oci_runtimes"]["runc"]["version"] is None

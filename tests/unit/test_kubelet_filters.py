@@ -557,6 +557,27 @@ BAD_INPUTS = [
     ),
     ("kubelet_healthz_check", [], "kubelet_healthz_check: [] is a list; use true or false (unquoted)."),
 ]
+# User namespaces (hostUsers: false): the gate switch and the optional host ID range.
+BAD_INPUTS += [
+    ("kubelet_user_namespaces", "yes", "kubelet_user_namespaces: 'yes' is a string; use true or false (unquoted)."),
+    (
+        "kubelet_user_namespaces_subid_start",
+        100000,
+        "kubelet_user_namespaces_subid_start: 100000 is not a multiple of 65536 of at least 65536; the kubelet gives "
+        "each pod 65536 IDs (the count covers maxPods x 65536), or use null for no range.",
+    ),
+    (
+        "kubelet_user_namespaces_subid_count",
+        65536 * 110,
+        "kubelet_user_namespaces_subid_start and kubelet_user_namespaces_subid_count go together: "
+        "set both, or neither (null: the kubelet picks IDs above 65535 by itself).",
+    ),
+]
+
+
+def test_a_user_namespace_range_in_whole_blocks_is_accepted():
+    good = params(kubelet_user_namespaces_subid_start=65536 * 16, kubelet_user_namespaces_subid_count=65536 * 110)
+    assert kb.kubelet_validate(good, "1.31.0") == []
 
 
 @pytest.mark.parametrize(

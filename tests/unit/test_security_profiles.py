@@ -529,7 +529,9 @@ def render_apparmor(**overrides) -> str:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["comment"] = comment
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     variables = dict(ROLE_DEFAULTS, ansible_managed=ANSIBLE_MANAGED)
+    variables["__security_profiles_apparmor_umount_denied"] = role_vars["__security_profiles_apparmor_umount_denied"]
     variables.update(overrides)
     return env.get_template("etc/apparmor.d/fuse.j2").render(variables)
 
@@ -554,6 +556,20 @@ def test_apparmor_profile_allows_fuse_mounts_only():
     assert mount_rules == ["mount fstype=fuse,", "mount fstype=fuse.*,"]
 
 
+def test_apparmor_profile_unmounts_nothing_in_proc_sys_dev_and_writes_no_kernel_setting():
+    rules = rule_lines(render_apparmor())
+    umount_rules = [r for r in rules if re.match(r"(deny\s+)?umount\b", r)]
+    assert umount_rules == [
+        "umount,",
+        "deny umount /proc{,/,/**},",
+        "deny umount /sys{,/,/**},",
+        "deny umount /dev{,/,/**},",
+    ]
+    # docker-default's globs spared /proc/sys/kernel/* (threads-max, sysrq, numa_balancing, ...)
+    assert not [r for r in rules if r.startswith("deny @{PROC}/sys/") and r != "deny @{PROC}/sys/** w,"]
+    assert "deny @{PROC}/sys/** w," in rules
+
+
 def test_apparmor_profile_keeps_the_runtime_default_rules():
     rules = rule_lines(render_apparmor())
     for expected in (
@@ -570,8 +586,7 @@ def test_apparmor_profile_keeps_the_runtime_default_rules():
         "signal (receive) peer=crun,",
         "deny @{PROC}/* w,",
         "deny @{PROC}/{[^1-9/],[^1-9/][^0-9/],[^1-9s/][^0-9y/][^0-9s/],[^1-9/][^0-9/][^0-9/][^0-9/]*}/** w,",
-        "deny @{PROC}/sys/[^k]** w,",
-        "deny @{PROC}/sys/kernel/{?,??,[^s][^h][^m]**} w,",
+        "deny @{PROC}/sys/** w,",
         "deny @{PROC}/sysrq-trigger rwklx,",
         "deny @{PROC}/kcore rwklx,",
         "deny /sys/[^f]*/** wklx,",

@@ -237,4 +237,67 @@ def test_filter_module_exposes_every_filter():
         "gpu_validate_report",
         "gpu_validate_runtime_config",
         "gpu_validate_json_problem",
+        "gpu_validate_userns_missing",
     }
+
+
+# --- what user-namespaced FUSE pods need --------------------------------------------------------------
+
+
+def _userns_node(kernel="6.12.48", containerd="2.1.4", runc="1.3.0", crun=None, kubelet="1.33.1", max_userns=63413):
+    def tool(version):
+        return {"installed": version is not None, "version": version}
+
+    return {
+        "kernel": {
+            "release": f"{kernel}-amd64" if kernel else None,
+            "version": kernel,
+            "max_user_namespaces": max_userns,
+        },
+        "runtimes": {"docker": tool("28.5.1"), "containerd": tool(containerd), "crio": tool(None)},
+        "oci_runtimes": {"runc": tool(runc), "crun": tool(crun)},
+        "kubelet": tool(kubelet),
+    }
+
+
+def test_userns_nothing_missing_on_a_new_stack():
+    assert validate.gpu_validate_userns_missing(_userns_node()) == []
+
+
+def test_userns_the_debian12_node_names_every_missing_requirement():
+    node = _userns_node(kernel="6.1.0", containerd="1.6.20", runc="1.1.5", kubelet=None)
+    assert validate.gpu_validate_userns_missing(node) == [
+        "Linux >= 6.3 (has 6.1.0-amd64)",
+        "containerd >= 2.0 or CRI-O >= 1.25 (has containerd 1.6.20)",
+        "runc >= 1.2 or crun >= 1.9 (has runc 1.1.5)",
+        "a kubelet >= 1.30 (none installed)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("kubelet", "gates", "expected"),
+    [
+        ("1.29.5", {}, ["a kubelet >= 1.30 (has 1.29.5)"]),
+        ("1.31.2", {}, ["the kubelet feature gate UserNamespacesSupport: true (off by default in kubelet 1.31.2)"]),
+        ("1.31.2", {"UserNamespacesSupport": True}, []),
+        ("1.33.0", {}, []),
+        ("1.34.1", {"UserNamespacesSupport": False}, ["the kubelet feature gate UserNamespacesSupport (set to false)"]),
+        ("1.36.0", {"UserNamespacesSupport": False}, []),
+    ],
+)
+def test_userns_kubelet_version_and_feature_gate(kubelet, gates, expected):
+    assert validate.gpu_validate_userns_missing(_userns_node(kubelet=kubelet), gates) == expected
+
+
+def test_userns_crun_or_crio_are_enough():
+    node = _userns_node(containerd=None, runc="1.1.5", crun="1.9.2")
+    node["runtimes"]["crio"] = {"installed": True, "version": "1.25.0"}
+    assert validate.gpu_validate_userns_missing(node) == []
+
+
+def test_userns_off_in_the_kernel_and_an_unknown_kernel():
+    node = _userns_node(kernel=None, max_userns=0)
+    assert validate.gpu_validate_userns_missing(node) == [
+        "Linux >= 6.3 (has unknown)",
+        "user namespaces on (sysctl user.max_user_namespaces is 0)",
+    ]

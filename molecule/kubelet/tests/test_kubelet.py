@@ -132,6 +132,8 @@ def test_the_dropin_is_a_full_kubelet_configuration_on_1_31_and_absent_on_1_27(h
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         **OUR_FIELDS,
+        # kubelet 1.31 has UserNamespacesSupport off by default: the role turns it on (user-namespaced FUSE pods)
+        "featureGates": {**OUR_FIELDS["featureGates"], "UserNamespacesSupport": True},
         "registerWithTaints": _expected_taints(host),
     }
     assert host.file(DROPIN_DIR).listdir() == ["50-gpu-node.conf"]
@@ -423,3 +425,18 @@ def test_an_unknown_field_passes_through_kubelet_config_passthrough(host):
     assert "changed=1" in run.stdout, run.stdout
     assert _snapshot(host) == before
     assert len(_starts(host)) == starts, "check mode restarted the kubelet"
+
+
+def test_the_kubelet_user_owns_a_host_id_range_for_user_namespaces_on_1_31(host):
+    if not _is_dropin_node(host):
+        # kubelet 1.27 has no user namespaces for pods: no gate, no range
+        assert "UserNamespacesSupport" not in host.file(MAIN_CONFIG).content_string
+        assert host.run("getent passwd kubelet").rc != 0
+        return
+    assert host.user("kubelet").exists
+    for path in ("/etc/subuid", "/etc/subgid"):
+        assert "kubelet:1048576:7208960" in host.file(path).content_string.splitlines(), path
+    # what the kubelet itself runs to read its range
+    answer = host.run("getsubids kubelet")
+    assert answer.rc == 0, answer.stderr
+    assert answer.stdout.split()[-3:] == ["kubelet", "1048576", "7208960"], answer.stdout

@@ -1,0 +1,219 @@
+"""The doctor's "FUSE confinement" row, run for real by ansible-playbook against this machine.
+
+The role's confinement.yml runs through include_role (tasks_from) with the node facts of five kinds of
+node given, and every file it reads under pytest's tmp_path: nothing on the machine is inspected. It
+must say, per node, how FUSE pods are confined and, where user namespaces cannot be used, which
+requirement is missing:
+- a node of today's Debian 12 kind without AppArmor: "seccomp only: not confined";
+- the same node with the FUSE AppArmor profile loaded: "AppArmor + seccomp";
+- a new stack (Linux 6.12, containerd 2.1, runc 1.3, kubelet 1.33): "user namespaces";
+- kubelet 1.31 whose drop-in turns the UserNamespacesSupport gate on: "user namespaces";
+- a node without /dev/fuse: "not possible".
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
+
+
+def _tool(version):
+    return {"installed": version is not None, "version": version, "running": version is not None}
+
+
+def _node(kernel="6.1.0", containerd="1.6.20", runc="1.1.5", kubelet=None, apparmor=False, fuse=True):
+    return {
+        "kernel": {"release": f"{kernel}-28-amd64", "version": kernel, "max_user_namespaces": 63413, "seccomp": True},
+        "runtimes": {"docker": _tool("20.10.24"), "containerd": _tool(containerd), "crio": _tool(None)},
+        "oci_runtimes": {"runc": _tool(runc), "crun": _tool(None)},
+        "kubelet": _tool(kubelet),
+        "apparmor_enabled": apparmor,
+        "fuse": {"device": fuse},
+    }
+
+
+NODES = {
+    "debian12": _node(),
+    "debian12_apparmor": _node(apparmor=True),
+    "new_stack": _node(kernel="6.12.48", containerd="2.1.4", runc="1.3.0", kubelet="1.33.1"),
+    "kubelet131_gate": _node(kernel="6.12.48", containerd="2.1.4", runc="1.3.0", kubelet="1.31.2"),
+    "no_fuse": _node(fuse=False),
+}
+
+PLAY = """
+- name: FUSE confinement on {name}
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Give the state the role's preflight sets up
+      ansible.builtin.set_fact:
+        __gpu_validate_checks: []
+        __gpu_validate_node: {node}
+    - name: Run the confinement check
+      ansible.builtin.include_role:
+        name: gpu_validate
+        tasks_from: confinement.yml
+      vars:
+        __gpu_validate_apparmor_profiles_file: "{tmp}/apparmor-profiles"
+        gpu_validate_seccomp_root: "{tmp}/seccomp"
+        gpu_validate_kubelet_config_dir: "{tmp}/kubelet-{name}"
+        gpu_validate_kubelet_main_config: "{tmp}/missing-config.yaml"
+    - name: Write the result
+      ansible.builtin.copy:
+        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        dest: "{tmp}/result-{name}.json"
+        mode: "0644"
+"""
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("confinement")
+    (tmp / "apparmor-profiles").write_text("docker-default (enforce)\nfuse (enforce)\n")
+    (tmp / "seccomp" / "profiles").mkdir(parents=True)
+    (tmp / "seccomp" / "profiles" / "fuse.json").write_text('{"defaultAction": "SCMP_ACT_ERRNO"}\n')
+    gate_dir = tmp / "kubelet-kubelet131_gate"
+    gate_dir.mkdir()
+    (gate_dir / "50-gpu-node.conf").write_text(
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "featureGates:\n  UserNamespacesSupport: true\n"
+    )
+    plays = "".join(PLAY.format(name=name, node=json.dumps(node), tmp=tmp) for name, node in NODES.items())
+    (tmp / "playbook.yml").write_text(plays)
+    run = subprocess.run(
+        [
+            str(ANSIBLE_PLAYBOOK),
+            "-i",
+            "localhost,",
+            "-e",
+            json.dumps({"ansible_python_interpreter": sys.executable}),
+            str(tmp / "playbook.yml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    result = {}
+    for name in NODES:
+        checks = yaml.safe_load((tmp / f"result-{name}.json").read_text())
+        assert [c["check"] for c in checks] == ["FUSE confinement"], checks
+        result[name] = checks[0]
+    return result
+
+
+def test_a_node_without_apparmor_says_seccomp_only_not_confined_and_what_user_namespaces_need(rows):
+    row = rows["debian12"]
+    assert row["status"] == "warn"
+    assert row["detail"].startswith("seccomp only: not confined (the kernel has no AppArmor;"), row
+    for need in (
+        "Linux >= 6.3 (has 6.1.0-28-amd64)",
+        "containerd >= 2.0 or CRI-O >= 1.25 (has containerd 1.6.20)",
+        "runc >= 1.2 or crun >= 1.9 (has runc 1.1.5)",
+        "a kubelet >= 1.30 (none installed)",
+    ):
+        assert need in row["detail"], (need, row["detail"])
+    assert "hostUsers: false" in row["fix"]
+
+
+def test_a_node_with_the_apparmor_profile_loaded_is_confined_by_apparmor_and_seccomp(rows):
+    row = rows["debian12_apparmor"]
+    assert row["status"] == "ok"
+    assert row["detail"].startswith("AppArmor + seccomp:"), row
+    assert "user namespaces not possible: Linux >= 6.3" in row["detail"]
+
+
+@pytest.mark.parametrize("name", ["new_stack", "kubelet131_gate"])
+def test_a_node_that_can_run_user_namespaced_pods_says_so(rows, name):
+    row = rows[name]
+    assert row["status"] == "ok"
+    assert row["detail"].startswith("user namespaces:"), row
+
+
+def test_a_node_without_dev_fuse_cannot_run_fuse_pods(rows):
+    row = rows["no_fuse"]
+    assert row["status"] == "fail"
+    assert row["detail"] == "not possible: /dev/fuse is missing"
+
+
+# --- the isolation check with a CAP_SYS_ADMIN container ----------------------------------------------
+
+FAKE_DOCKER = """#!/bin/sh
+echo "$*" >> "$FAKE_LOG"
+case "$*" in
+  *"--cap-add SYS_ADMIN"*) if [ "$SCEN" = bad ]; then echo 4; else echo 0; fi ;;
+  *) echo 0 ;;
+esac
+"""
+
+ISOLATION_PLAY = """
+- name: GPU isolation of a SYS_ADMIN container, {scen}
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  environment:
+    PATH: "{tmp}/bin:/usr/bin:/bin"
+    SCEN: "{scen}"
+    FAKE_LOG: "{tmp}/docker.log"
+  tasks:
+    - name: Give the state the role's preflight sets up
+      ansible.builtin.set_fact:
+        __gpu_validate_checks: []
+        __gpu_validate_has_gpu: true
+    - name: Run the isolation check
+      ansible.builtin.include_role:
+        name: gpu_validate
+        tasks_from: isolation.yml
+      vars:
+        gpu_validate_test_image: gpunode-test/busybox:latest
+    - name: Write the result
+      ansible.builtin.copy:
+        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        dest: "{tmp}/isolation-{scen}.json"
+        mode: "0644"
+"""
+
+
+def test_the_isolation_check_runs_a_sys_admin_container_through_the_default_runtime(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "docker").write_text(FAKE_DOCKER)
+    (tmp_path / "bin" / "docker").chmod(0o755)
+    (tmp_path / "playbook.yml").write_text(
+        "".join(ISOLATION_PLAY.format(scen=s, tmp=tmp_path) for s in ("good", "bad"))
+    )
+    run = subprocess.run(
+        [
+            str(ANSIBLE_PLAYBOOK),
+            "-i",
+            "localhost,",
+            "-e",
+            json.dumps({"ansible_python_interpreter": sys.executable}),
+            str(tmp_path / "playbook.yml"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    good = yaml.safe_load((tmp_path / "isolation-good.json").read_text())
+    bad = yaml.safe_load((tmp_path / "isolation-bad.json").read_text())
+    assert [(c["check"], c["status"]) for c in good] == [("docker: GPU isolation (default, CAP_SYS_ADMIN)", "ok")]
+    assert bad[0]["status"] == "fail"
+    assert "sees 4 /dev/nvidia* devices" in bad[0]["detail"]
+    assert "RuntimeClass nvidia" in bad[0]["fix"]
+    calls = (tmp_path / "docker.log").read_text().splitlines()
+    assert len(calls) == 2
+    for call in calls:
+        assert call.startswith("run --rm --cap-add SYS_ADMIN --env NVIDIA_VISIBLE_DEVICES=all")
+        assert "--runtime" not in call  # the default runtime
