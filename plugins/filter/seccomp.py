@@ -100,7 +100,7 @@ DOCKER_SYSCALL_KEYS = {
 }
 # Errno values the kernel can return (include/uapi/asm-generic/errno.h ends at 133); 0 would mean "allow".
 MAX_ERRNO = 4095
-SYSCALL_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+SYSCALL_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 ERRNO_ACTIONS = ("SCMP_ACT_ERRNO", "SCMP_ACT_TRACE")
 
 
@@ -200,7 +200,7 @@ def _syscall_errors(where: str, rule) -> list[str]:
                 errors.append(f"{where}.names[{position}]: must be a string, not {_type_name(name)}.")
             elif not name.strip():
                 errors.append(f"{where}.names[{position}]: is an empty name.")
-            elif not SYSCALL_NAME.match(name):
+            elif not SYSCALL_NAME.fullmatch(name):
                 errors.append(f"{where}.names[{position}]: '{name}' is not a syscall name (lower case, digits, _).")
     if "action" not in rule:
         errors.append(f"{where}: 'action' is missing.")

@@ -34,3 +34,30 @@ def test_the_fingerprint_check_matches_the_whole_value():
     text = (ROOT / "roles" / "nvidia_container_toolkit" / "tasks" / "preflight.yml").read_text()
     checks = re.findall(r"__nvidia_container_toolkit_fingerprint is regex\(([^)]*)\)", text)
     assert checks and all(check.endswith("match_type='fullmatch'") for check in checks), checks
+
+
+# `is match('^...$')` in a task: Python's `$` also matches before a final newline, so "0666\n" or
+# "nvidia\n" would pass. A pattern test anchored at the end must anchor with \Z or fullmatch.
+_PATTERN_TEST = re.compile(r"is\s+(?:match|regex|search)\(\s*'((?:[^'\\]|\\.)*)'([^)]*)\)")
+
+
+def _pattern_tests():
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for pattern, rest in _PATTERN_TEST.findall(line):
+                yield f"{path.relative_to(ROOT)}:{number}", pattern, rest
+
+
+def test_there_are_pattern_tests_in_the_roles():
+    assert len(list(_pattern_tests())) >= 3
+
+
+def _anchored_at_the_end(pattern: str) -> bool:
+    return pattern.endswith("$") and not pattern.endswith("\\$")
+
+
+@pytest.mark.parametrize(("where", "pattern", "rest"), list(_pattern_tests()), ids=lambda v: str(v)[:60])
+def test_a_task_pattern_anchored_at_the_end_matches_the_whole_value(where, pattern, rest):
+    assert "fullmatch" in rest or not _anchored_at_the_end(pattern), (
+        f"{where}: '{pattern}' lets a trailing newline through; use match_type='fullmatch' or end it with \\Z"
+    )

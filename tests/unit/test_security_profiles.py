@@ -373,8 +373,12 @@ def test_rejects_unknown_values(profile, message):
             with_rule({"names": ["Read-Write"], "action": "SCMP_ACT_ALLOW"}),
             "syscalls[0].names[0]: 'Read-Write' is not a syscall name",
         ),
+        (
+            with_rule({"names": ["read\n"], "action": "SCMP_ACT_ALLOW"}),
+            "syscalls[0].names[0]: 'read\n' is not a syscall name",
+        ),
     ],
-    ids=["empty-list", "empty-string", "blank-string", "missing", "not-a-syscall-name"],
+    ids=["empty-list", "empty-string", "blank-string", "missing", "not-a-syscall-name", "trailing-newline"],
 )
 def test_rejects_empty_names(profile, message):
     errors = seccomp.seccomp_profile_errors(profile)
