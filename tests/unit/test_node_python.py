@@ -133,6 +133,11 @@ def test_runtime_check_catches_newer_constructs(snippet, expected):
 
 def test_node_side_code_runs_on_python_3_9_in_a_node(tmp_path):
     """Real Python 3.9 (Debian 11's python3): import everything, run gpu_node_facts."""
+    have = subprocess.run(["docker", "image", "inspect", PY39_IMAGE], capture_output=True, text=True, check=False)
+    assert have.returncode == 0, (
+        f"node image {PY39_IMAGE} is missing: build it with tests/fixtures/images/build-node-image.sh debian11 "
+        "(scripts/test.sh does it for you)"
+    )
     tree = tmp_path / "tree"
     shutil.copytree(Path(ansible.__file__).parent / "module_utils", tree / "ansible" / "module_utils")
     (tree / "ansible" / "__init__.py").write_text("")
@@ -144,7 +149,7 @@ def test_node_side_code_runs_on_python_3_9_in_a_node(tmp_path):
             "docker", "run", "--rm", "--network", "none",
             "-v", f"{tree}:/t:ro", "-v", f"{ROOT / 'library'}:/library:ro",
             "-v", f"{ROOT / 'tests' / 'fixtures' / 'node_python'}:/check:ro",
-            PY39_IMAGE, "python3", "/check/check_node_python.py", "/t", "/library",
+            "--pull", "never", PY39_IMAGE, "python3", "/check/check_node_python.py", "/t", "/library",
         ],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
