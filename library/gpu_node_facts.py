@@ -280,7 +280,7 @@ ansible_facts:
 
 import os
 import re
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -694,8 +694,11 @@ RUNTIMES = (
 )
 KUBELET = ("kubelet", "kubelet", "kubelet.service", (), parse_kubelet_version)
 
-RunCommand = Callable[[list[str]], tuple[int, str, str] | None]
-Which = Callable[[str], str | None]
+if TYPE_CHECKING:  # annotations only: `X | Y` and list[str] are not valid at run time before Python 3.10/3.9
+    from collections.abc import Callable
+
+    RunCommand = Callable[[list[str]], tuple[int, str, str] | None]
+    Which = Callable[[str], str | None]
 
 
 def _output(run_command: RunCommand | None, argv: list[str]) -> str | None:
@@ -732,7 +735,7 @@ def _unit_states(run_command: RunCommand | None, which: Which, root: str, units:
     if result is None:
         return {}
     states = result[1].split()
-    return dict(zip(units, states, strict=True)) if len(states) == len(units) else {}
+    return dict(zip(units, states)) if len(states) == len(units) else {}
 
 
 def service_facts(

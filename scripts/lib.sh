@@ -78,13 +78,37 @@ ensure_docker() {
   die "dockerd did not answer within 60 s (log above, /var/log/gpunode-dockerd.log)"
 }
 
+ensure_ubuntu_keyring() {
+  # Ubuntu's archive key, to build Ubuntu node roots with debootstrap. Debian ships it
+  # as ubuntu-keyring from Debian 13 on; on Debian 12 it comes from Debian 13's archive,
+  # fetched with apt (verified with Debian's archive key) and installed with dpkg.
+  is_root && have_apt || return 0
+  apt_install ubuntu-keyring 2>/dev/null && return 0
+  note "installing ubuntu-keyring (Ubuntu's archive key) from Debian 13's archive"
+  local d
+  d=$(mktemp -d) && chmod 755 "$d" && mkdir -p "$d/lists/partial" "$d/cache/archives/partial" || return 1
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${GPUNODE_MIRROR:-http://deb.debian.org/debian} trixie main" > "$d/sources.list"
+  local opts=(-o "Dir::Etc::sourcelist=$d/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::Lists=$d/lists" -o "Dir::Cache=$d/cache" -o APT::Sandbox::User=root)
+  if apt-get "${opts[@]}" update -qq >/dev/null && (cd "$d" && apt-get "${opts[@]}" download -qq ubuntu-keyring >/dev/null) \
+     && dpkg -i "$d"/ubuntu-keyring_*.deb >/dev/null; then
+    rm -rf "$d"
+    return 0
+  fi
+  rm -rf "$d"
+  die "could not install ubuntu-keyring (Ubuntu's archive key), needed to build the Ubuntu node images. Fix: install the package ubuntu-keyring (Debian 13 or newer, or Ubuntu)."
+}
+
 ensure_images() {
   # ensure_images NODE... : build the node images that are missing or outdated.
   # debootstrap is installed when root can; otherwise the build script says what
-  # is missing, and only when an image really needs building.
+  # is missing, and only when an image really needs building. Ubuntu nodes need
+  # Ubuntu's archive key (ensure_ubuntu_keyring).
   if ! command -v debootstrap >/dev/null 2>&1 && is_root; then
     apt_install debootstrap || die "debootstrap is missing and apt-get install debootstrap failed."
   fi
+  case " $* " in
+    *" ubuntu"*) [ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ] || ensure_ubuntu_keyring ;;
+  esac
   local node
   for node in "$@"; do
     bash "$ROOT/tests/fixtures/images/build-node-image.sh" "$node" || die "building node image $node failed"

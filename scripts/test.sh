@@ -12,7 +12,7 @@ cd "$ROOT"
 t0=$(date +%s)
 ensure_venv
 ensure_docker
-ensure_images debian12 debian13 forky
+ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
 export PATH="$VENV/bin:$PATH"

@@ -75,7 +75,7 @@ def values_equal(left, right) -> bool:
     if _is_list(left) or _is_list(right):
         if not (_is_list(left) and _is_list(right)) or len(left) != len(right):
             return False
-        return all(values_equal(a, b) for a, b in zip(left, right, strict=True))
+        return all(values_equal(a, b) for a, b in zip(left, right))
     return _kind(left) is _kind(right) and left == right
 
 

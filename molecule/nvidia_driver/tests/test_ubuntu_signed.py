@@ -1,0 +1,50 @@
+"""Verify the nvidia_driver role on Ubuntu 24.04 with Canonical's precompiled, signed open
+modules, on a node whose GPU facts say HGX H100 with NVSwitches and Secure Boot on (the
+sysfs stand-in of prepare.yml): no DKMS, the fabric manager at the driver's exact version."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from playbook_runner import run_playbook
+
+testinfra_hosts = ["ansible://drv-ubuntu2404-signed"]
+
+HELD = ("nvidia-headless-no-dkms-580-server-open", "nvidia-utils-580-server", "nvidia-fabricmanager-580")
+
+
+def _version(host, package: str) -> str:
+    return host.check_output(f"dpkg-query -W -f '${{Version}}' {package}")
+
+
+def test_precompiled_signed_modules_and_no_dkms(host):
+    flavour = host.file("/etc/gpunode-test-kernel-flavour").content_string.strip()  # <ABI>-generic
+    assert host.package(f"linux-modules-nvidia-580-server-open-{flavour}").is_installed
+    assert not host.package("dkms").is_installed
+    assert not host.package("nvidia-dkms-580-server-open").is_installed
+    module = host.check_output(f"find /lib/modules/{flavour} -path '*nvidia*' -name 'nvidia.ko*' | head -1")
+    assert module, f"the precompiled package installed no nvidia.ko for {flavour}"
+    assert host.check_output(f"modinfo -F vermagic {module}").startswith(flavour + " ")
+    assert host.check_output(f"modinfo -F license {module}") == "Dual MIT/GPL"
+    assert host.check_output(f"modinfo -F signer {module}"), f"{module} is not signed"
+
+
+def test_fabric_manager_has_the_drivers_exact_version_and_is_held(host):
+    driver = _version(host, "nvidia-kernel-common-580-server")
+    assert _version(host, "nvidia-fabricmanager-580") == driver
+    assert host.service("nvidia-fabricmanager").is_enabled
+    selections = host.check_output("dpkg --get-selections " + " ".join(HELD))
+    for package in HELD:
+        assert [package, "hold"] in [line.split() for line in selections.splitlines()], selections
+
+
+def test_dkms_is_refused_under_secure_boot_without_a_mok_key(host):
+    run = run_playbook(host, SCENARIO / "converge.yml", {"nvidia_driver_ubuntu_precompiled": False})
+    said = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout
+    assert "Secure Boot is enabled on drv-ubuntu2404-signed" in said, run.stdout
+    assert "set nvidia_driver_ubuntu_precompiled to true" in said, run.stdout
+    assert not host.package("dkms").is_installed
