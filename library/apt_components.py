@@ -69,7 +69,12 @@ options:
     default: auto
   backup:
     description:
-      - Keep a timestamped copy of the original file when the module changes it.
+      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/apt/sources.list.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
+        or validation fails.
     type: bool
     default: false
   validate:
@@ -89,6 +94,11 @@ attributes:
     support: full
     platforms: debian
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
+    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
+    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - Only the standard library is used on the managed node.
 seealso:
   - module: ansible.builtin.apt_repository
@@ -143,7 +153,7 @@ backup_file:
   description: Name of the backup copy of the original file.
   returned: when O(backup=true) and the file changed
   type: str
-  sample: /etc/apt/sources.list.12345.2025-01-01@10:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/apt/sources.list.2025-01-01@10:00:00~
 """
 
 import fnmatch
@@ -151,7 +161,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible.module_utils.file_edit import FileEditError, apply_edit
+from ansible.module_utils.file_edit import FileEditError, apply_edit, locked
 
 DEB822_SUFFIX = ".sources"
 
@@ -421,6 +431,15 @@ def main() -> None:
             module.fail_json(msg=f"{option} must name at least one entry")
     if not os.path.isfile(path):
         module.fail_json(msg=f"{path} does not exist or is not a regular file: point path at an existing APT source")
+    try:
+        with locked(path, module.check_mode) as path:
+            _edit(module, path, fmt)
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+
+
+def _edit(module: AnsibleModule, path: str, fmt: str) -> None:
+    """Read, edit and write ``path`` (resolved, its lock held); exit the module."""
     try:
         with open(path, "rb") as handle:
             raw = handle.read()

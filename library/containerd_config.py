@@ -33,7 +33,7 @@ description:
   - An empty file counts as version 2 (version 3 where containerd 2.x is installed) and gets a C(version) key
     written. Any other version (for example 4, introduced by containerd 2.3) fails and changes nothing.
   - The file is written only when its parsed value changes, never for formatting alone. It is written through
-    M(ansible.builtin.copy) (atomic replace, O(backup), owner/group/mode) after containerd parsed the candidate
+    M(config_file_write) (atomic replace, O(backup), owner/group/mode) after containerd parsed the candidate
     (O(validate)). C(--check) computes and reports the change and writes nothing; C(--diff) shows it.
   - This is an action plugin. It must run through plugins/action/containerd_config.py; the module file only
     documents it.
@@ -144,7 +144,12 @@ options:
     type: str
   backup:
     description:
-      - Keep a timestamped copy of each file before it is replaced. No backup is made when nothing changes.
+      - Keep a timestamped copy of each file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/containerd/config.toml.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
+        or validation fails.
     type: bool
     default: false
   validate:
@@ -176,6 +181,13 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The node holds an exclusive lock,
+    C(/var/backups/gpu-node-provisioning/<file's path>.lock), while the file is compared with
+    the bytes read on the controller and written; when another run wrote it in between, the action reads and
+    merges again (3 attempts), so two runs at once never lose a change. A failed write leaves no temporary
+    file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
     O(group) or O(mode) say otherwise. A missing parent directory is created with mode C(0755).
   - containerd reads its configuration only at start; notify a handler that restarts it when RV(changed) is true.
@@ -186,7 +198,7 @@ notes:
 requirements:
   - tomlkit on the controller
 seealso:
-  - module: ansible.builtin.copy
+  - module: config_file_write
   - name: containerd configuration (config.toml)
     description: Every option of containerd's config file and its versions.
     link: https://github.com/containerd/containerd/blob/main/docs/man/containerd-config.toml.5.md
@@ -286,12 +298,12 @@ backup_file:
   description: Path of the backup of the main file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/containerd/config.toml.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/containerd/config.toml.2025-01-31@12:00:00~
 dropin_backup_file:
   description: Path of the backup of the drop-in.
   returned: changed and O(backup) is true and the drop-in existed
   type: str
-  sample: /etc/containerd/conf.d/99-nvidia.toml.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/containerd/conf.d/99-nvidia.toml.2025-01-31@12:00:00~
 msg:
   description: What was done, or why nothing was.
   returned: always

@@ -18,6 +18,9 @@ description:
     they replace the file, and a failure leaves the file byte for byte unchanged.
   - A missing file is created (with missing parent directories, mode C(0755)); an empty or whitespace-only
     file counts as an empty object.
+  - A file with a key repeated in one object, with C(NaN) or C(Infinity), or nested more than 64 levels deep
+    is refused with its line and key path, and left as it is (a rewrite would silently drop one of the
+    repeated values). O(settings) holding NaN or Infinity are refused too.
   - Runs on the managed node with the Python standard library only.
 version_added: "0.1.0"
 author: gpu-node-provisioning
@@ -54,7 +57,11 @@ options:
     default: replace
   backup:
     description:
-      - Keep a timestamped copy of the file before it is replaced. No backup is made when nothing changes
+      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/docker/daemon.json.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
         or validation fails.
     type: bool
     default: false
@@ -85,6 +92,11 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
+    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
+    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - The file mode defaults to C(0644) when the module creates the file; an existing file keeps its attributes
     unless O(mode), O(owner) or O(group) say otherwise.
   - Docker must be restarted for daemon.json changes to take effect; notify a handler when RV(changed) is true.
@@ -140,7 +152,7 @@ backup_file:
   description: Path of the backup copy of the previous file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/docker/daemon.json.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/docker/daemon.json.2025-01-31@12:00:00~
 diff:
   description: The file's text before and after, in diff mode.
   returned: diff mode
@@ -161,7 +173,7 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.config_merge import LIST_STRATEGIES, merge_into, remove_paths, values_equal
-from ansible.module_utils.file_edit import FileEditError, apply_edit, read_text
+from ansible.module_utils.file_edit import FileEditError, apply_edit, locked, read_text
 
 _JSON_TYPE_NAMES = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
 
@@ -170,10 +182,92 @@ class DaemonConfigError(Exception):
     """A problem with daemon.json or the task's arguments; the message is meant for the user."""
 
 
+# daemon.json never nests deeper than a few levels; deeper text is refused before the parser recurses.
+MAX_DEPTH = 64
+
+_NON_FINITE = ("-Infinity", "Infinity", "NaN")
+
+
+def _where(stack: list, key=None) -> str:
+    """The key path of the current position, for example ``log-opts.max-size`` or ``runtimes.x.args[0]``."""
+    parts = ""
+    for kind, _keys, current in stack:
+        if kind == "object" and current is not None:
+            parts += f".{current}" if parts else str(current)
+        elif kind == "array":
+            parts += f"[{current}]"
+    if key is not None:
+        parts += f".{key}" if parts else str(key)
+    return parts or "the top level"
+
+
+def _scan_daemon_json(text: str, path: str) -> list:
+    """Walk the JSON text once: refuse nesting deeper than MAX_DEPTH (raises DaemonConfigError) and return the
+    problems json.loads lets through, as (line, message) pairs: repeated keys and NaN/Infinity."""
+    stack: list = []  # [kind, keys seen (objects), current key or array index]
+    problems = []
+    line, i, size = 1, 0, len(text)
+    while i < size:
+        char = text[i]
+        if char == "\n":
+            line += 1
+        elif char == '"':
+            end = i + 1
+            while end < size and text[end] != '"':
+                end += 2 if text[end] == "\\" else 1
+            after = end + 1
+            while after < size and text[after] in " \t\r\n":
+                after += 1
+            if stack and stack[-1][0] == "object" and after < size and text[after] == ":":
+                try:
+                    key = json.loads(text[i : end + 1])
+                except ValueError:
+                    key = text[i + 1 : end]
+                frame = stack[-1]
+                if key in frame[1]:
+                    problems.append(
+                        (
+                            line,
+                            f"the key {_where(stack[:-1], key)!r} appears more than once in its object; which "
+                            "one counts is unclear and a rewrite would keep only one. Keep one of them",
+                        )
+                    )
+                frame[1].add(key)
+                frame[2] = key
+            line += text.count("\n", i, end)
+            i = end
+        elif char in "{[":
+            if len(stack) >= MAX_DEPTH:
+                raise DaemonConfigError(
+                    f"{path} nests objects and arrays more than {MAX_DEPTH} levels deep (line {line}); "
+                    "daemon.json never needs that. Fix the file, then run the task again."
+                )
+            stack.append(["object", set(), None] if char == "{" else ["array", None, 0])
+        elif char in "}]":
+            if stack:
+                stack.pop()
+        elif char == "," and stack and stack[-1][0] == "array":
+            stack[-1][2] += 1
+        else:
+            for word in _NON_FINITE:
+                if text.startswith(word, i):
+                    problems.append(
+                        (line, f"{_where(stack)} is {word}, which is not JSON and dockerd cannot read. Use a number")
+                    )
+                    i += len(word) - 1
+                    break
+        i += 1
+    return problems
+
+
 def parse_daemon_json(text: str, path: str) -> dict:
-    """Parse daemon.json text; empty or whitespace-only text is ``{}``."""
+    """Parse daemon.json text; empty or whitespace-only text is ``{}``.
+
+    Refused, with the file, line and key named: repeated keys, NaN/Infinity, nesting deeper than MAX_DEPTH.
+    """
     if not text.strip():
         return {}
+    problems = _scan_daemon_json(text, path)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -181,6 +275,13 @@ def parse_daemon_json(text: str, path: str) -> dict:
             f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}. "
             "Fix the file (or empty it to start from {}), then run the task again."
         ) from exc
+    except RecursionError:
+        raise DaemonConfigError(
+            f"{path} nests objects and arrays too deep to read. Fix the file, then run the task again."
+        ) from None
+    if problems:
+        line, message = problems[0]
+        raise DaemonConfigError(f"{path} line {line}: {message}, then run the task again.")
     if not isinstance(value, dict):
         kind = "null" if value is None else _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
         raise DaemonConfigError(
@@ -192,7 +293,12 @@ def parse_daemon_json(text: str, path: str) -> dict:
 
 def render_daemon_json(config: dict, indent: int) -> str:
     """Serialise the configuration the way this module writes it."""
-    return json.dumps(config, indent=indent) + "\n"
+    try:
+        return json.dumps(config, indent=indent, allow_nan=False) + "\n"
+    except ValueError as exc:  # a float('nan') or inf from the task's settings
+        raise DaemonConfigError(
+            f"settings hold NaN or Infinity ({exc}), which daemon.json cannot hold: use a number."
+        ) from exc
 
 
 def build_config(current: dict, settings: dict, remove: list, list_strategy: str) -> dict:
@@ -228,17 +334,27 @@ def main():
         module.fail_json(msg=f"indent must be 0 or more, got {params['indent']}")
 
     try:
+        with locked(path, module.check_mode) as path:
+            _edit(module, path)
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+
+
+def _edit(module, path):
+    """Read, merge and write ``path`` (resolved, its lock held); exit the module."""
+    params = module.params
+    try:
         # dockerd accepts a UTF-8 byte order mark, so do we. opener: this module's open(), which tests replace.
         before = read_text(
             path, directory_fix="Set path to the daemon.json file itself.", encoding="utf-8-sig", opener=open
         )
         current = parse_daemon_json(before or "", path)
         config = build_config(current, params["settings"], params["remove"], params["list_strategy"])
+        changed = not values_equal(current, config)
+        after = render_daemon_json(config, params["indent"]) if changed else before or ""
     except (DaemonConfigError, FileEditError) as exc:
         module.fail_json(msg=str(exc))
 
-    changed = not values_equal(current, config)
-    after = render_daemon_json(config, params["indent"]) if changed else before or ""
     result = dict(changed=changed, config=config)
     try:
         result.update(

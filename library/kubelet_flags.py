@@ -19,9 +19,15 @@ description:
   - Reads C(--flag=value), C(--flag value), C(-flag) and bare boolean C(--flag) forms. A token after a flag
     without C(=) is taken as that flag's value unless it starts with C(-). The module writes the flags it sets
     as C(--flag=value), which is unambiguous for boolean flags too.
-  - Reads double-quoted, single-quoted and unquoted values. The value is split at whitespace, as systemd does for
-    C($KUBELET_EXTRA_ARGS). The quoting of an existing line is kept; an unquoted value that now holds several
-    flags is written in double quotes so a shell that sources the file reads it too.
+  - Reads double-quoted, single-quoted and unquoted values, and a file that starts with a UTF-8 byte order mark
+    (the mark is dropped when the file is written, since a shell that sources the file would take it as part of the
+    first line). The value is split at whitespace, as systemd does for C($KUBELET_EXTRA_ARGS).
+  - The line it edits is always written in single quotes, C(KUBELET_EXTRA_ARGS='--flag=value ...'). A shell
+    that sources the file and systemd's C(EnvironmentFile=) both take single-quoted text verbatim, so both read
+    exactly these flags; C($(...)), backticks, C($VAR), C(<) and C(;) in a value are never run or expanded.
+    A flag (set by the task or already in the file) holding a single quote, a double quote, a backslash or a
+    control character cannot be written that way (systemd removes quotes and backslashes when it splits the
+    value on the command line, a shell does not) and is refused with its name; the file is left as it is.
   - When the file assigns the variable more than once, the last assignment (the one systemd uses) is edited and
     a warning names the others. A missing line is appended; a missing file is created when O(create=true).
   - Nothing is written when the flags and labels already have the wanted values. Otherwise the new file is
@@ -46,7 +52,7 @@ options:
       - Flags to set, name to value. Names may be written with or without the leading C(--).
       - A flag that is already there gets the new value in its place; a new flag is appended.
       - A value of V(null) writes a bare C(--flag). Booleans are written as V(true) and V(false).
-      - Values must not contain whitespace, quotes or backslashes.
+      - Values must not contain whitespace, quotes, backslashes or control characters.
       - C(node-labels) cannot be set here; use O(node_labels).
     type: dict
     default: {}
@@ -80,7 +86,12 @@ options:
     default: true
   backup:
     description:
-      - Keep a timestamped copy of the file before it is replaced. No backup is made when nothing changes.
+      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/default/kubelet.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
+        or validation fails.
     type: bool
     default: false
   validate:
@@ -105,6 +116,11 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
+    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
+    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - The kubelet reads the file only when it starts; notify a handler that restarts it when RV(changed) is true.
   - Command-line flags override the kubelet's configuration file and drop-ins. Remove flags whose setting moved
     to the configuration (for example C(--cgroup-driver)) with O(flags_absent).
@@ -161,7 +177,7 @@ backup_file:
   description: Path of the backup copy of the previous file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/default/kubelet.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/default/kubelet.2025-01-31@12:00:00~
 diff:
   description: The file's text before and after, in diff mode.
   returned: diff mode
@@ -181,13 +197,18 @@ import re
 from typing import NamedTuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.file_edit import FileEditError, apply_edit, read_text
+from ansible.module_utils.file_edit import FileEditError, apply_edit, locked, read_text
 from ansible.module_utils.kubernetes_names import kubelet_label_error, label_value_error, qualified_name_error
 
 LABELS_FLAG = "node-labels"
-_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_UNSAFE_VALUE_RE = re.compile(r"[\s\"'\\]")
+_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+_VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_UNSAFE_VALUE_RE = re.compile(r"[\s\"'\\\x00-\x1f\x7f\ufeff]")
+# What no flag may hold once the line is rewritten: a single quote ends the quoting; a double quote or a
+# backslash is unquoted by systemd when it splits $KUBELET_EXTRA_ARGS on the command line but kept by a shell;
+# control characters and the byte order mark are not text either reader keeps.
+_UNQUOTABLE_RE = re.compile(r"[\"'\\\x00-\x1f\x7f\ufeff]")
+BOM = "\ufeff"
 
 
 class FlagsError(Exception):
@@ -318,7 +339,7 @@ def _split_quoted(rest: str, path: str, lineno: int, variable: str) -> tuple[str
 
 def find_assignment(lines: list[str], variable: str, path: str) -> tuple[Assignment | None, list[int]]:
     """Return the last assignment of ``variable`` and the line numbers (1-based) of earlier ones."""
-    pattern = re.compile(rf"^(\s*(?:export\s+)?{re.escape(variable)}=)(.*)$")
+    pattern = re.compile(rf"^(\s*(?:export\s+)?{re.escape(variable)}=)(.*)\Z")
     found: list[tuple[int, re.Match]] = []
     for index, line in enumerate(lines):
         match = pattern.match(line.rstrip("\r\n"))
@@ -472,7 +493,8 @@ def compute(
     changes), ``changed``, ``extra_args``, ``flags``, ``node_labels`` and
     ``warnings``. ``text`` None means the file does not exist.
     """
-    lines = (text or "").splitlines(keepends=True)
+    had_bom = (text or "").startswith(BOM)
+    lines = (text or "")[len(BOM) if had_bom else 0 :].splitlines(keepends=True)
     assignment, earlier = find_assignment(lines, variable, path)
     warnings = []
     if earlier:
@@ -508,19 +530,32 @@ def compute(
     )
     if not changed:
         return result
+    for arg in new_args:
+        bad = _UNQUOTABLE_RE.search(arg.text)
+        if bad:
+            what = f"the flag --{arg.name}" if arg.name else f"the argument {arg.text!r}"
+            raise FlagsError(
+                f"{path}: {what} ({arg.text!r}) holds {bad.group()!r}, which cannot be quoted so that a shell that "
+                f"sources the file and systemd's EnvironmentFile both read the same flags. {path} was left "
+                "unchanged; remove that character from the flag (in the file or in the task), then run again."
+            )
+    if had_bom:
+        warnings.append(
+            f"{path} started with a UTF-8 byte order mark, which a shell that sources the file takes as part of the "
+            "first line; it was removed."
+        )
     if assignment is None:
-        line = f'{variable}="{new_value}"\n'
+        line = f"{variable}='{new_value}'\n"
         body = "".join(lines)
         if body and not body.endswith("\n"):
             body += "\n"
         result["after"] = body + line
         return result
-    quote = assignment.quote
-    if not quote and len(new_args) > 1:
-        quote = '"'
+    # Single quotes: a shell that sources the file and systemd's EnvironmentFile both take everything up to the
+    # next single quote verbatim ($, `, <, ; included), so both read exactly these flags.
     old_line = lines[assignment.index]
     newline = old_line[len(old_line.rstrip("\r\n")) :]
-    lines[assignment.index] = f"{assignment.head}{quote}{new_value}{quote}{assignment.tail}{newline}"
+    lines[assignment.index] = f"{assignment.head}'{new_value}'{assignment.tail}{newline}"
     result["after"] = "".join(lines)
     return result
 
@@ -570,6 +605,16 @@ def main():
     if params["validate"] is not None and "%s" not in params["validate"]:
         module.fail_json(msg=f"validate must contain %s (the candidate file's path), got: {params['validate']}")
 
+    try:
+        with locked(path, module.check_mode) as path:
+            _edit(module, path, variable)
+    except FileEditError as exc:
+        module.fail_json(msg=str(exc), **exc.details)
+
+
+def _edit(module, path, variable):
+    """Read, merge and write ``path`` (resolved, its lock held); exit the module."""
+    params = module.params
     try:
         flags, flags_absent = normalize_flags(params["flags"], params["flags_absent"])
         labels, labels_absent = normalize_labels(params["node_labels"], params["node_labels_absent"])

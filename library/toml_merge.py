@@ -17,7 +17,7 @@ description:
     other config modules of this project. Tables merge key by key at every depth; other values replace the
     current ones; lists follow O(list_strategy). O(remove) deletes keys first.
   - The file is written only when its parsed value changes, never for formatting alone. It is written through
-    M(ansible.builtin.copy) (atomic replace, O(backup), O(validate), owner/group/mode). C(--check) computes and
+    M(config_file_write) (atomic replace, O(backup), O(validate), owner/group/mode). C(--check) computes and
     reports the change and writes nothing; C(--diff) shows it.
   - This is an action plugin. It must run through plugins/action/toml_merge.py; the module file only
     documents it.
@@ -58,7 +58,12 @@ options:
     default: true
   backup:
     description:
-      - Keep a timestamped copy of the file before it is replaced. No backup is made when nothing changes.
+      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
+        the file's absolute path, for example
+        C(/var/backups/gpu-node-provisioning/etc/nvidia-container-runtime/config.toml.2025-01-31@12:00:00~).
+        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
+        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
+        or validation fails.
     type: bool
     default: false
   validate:
@@ -89,6 +94,13 @@ attributes:
   vault:
     support: none
 notes:
+  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
+    its mode and owner; a new file gets C(0644) unless O(mode) is given. The node holds an exclusive lock,
+    C(/var/backups/gpu-node-provisioning/<file's path>.lock), while the file is compared with
+    the bytes read on the controller and written; when another run wrote it in between, the action reads and
+    merges again (3 attempts), so two runs at once never lose a change. A failed write leaves no temporary
+    file and no partial backup; temporary files of a killed run
+    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
     O(group) or O(mode) say otherwise.
   - Keys this action adds go to the end of their table; new top-level keys go before the first table, as TOML
@@ -97,7 +109,7 @@ notes:
 requirements:
   - tomlkit on the controller
 seealso:
-  - module: ansible.builtin.copy
+  - module: config_file_write
   - name: TOML specification
     description: Tables, keys and value types.
     link: https://toml.io/en/v1.0.0
@@ -142,7 +154,7 @@ backup_file:
   description: Path of the backup of the file.
   returned: changed and O(backup) is true and the file existed
   type: str
-  sample: /etc/nvidia-container-runtime/config.toml.2345.2025-01-31@12:00:00~
+  sample: /var/backups/gpu-node-provisioning/etc/nvidia-container-runtime/config.toml.2025-01-31@12:00:00~
 msg:
   description: What was done, or why nothing was.
   returned: always

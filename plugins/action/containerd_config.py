@@ -4,8 +4,9 @@
 
 The node needs nothing beyond Ansible's own modules: the file is read with
 ``ansible.builtin.slurp`` (after ``stat``), merged here (comments and layout
-survive), and written back through the ``ansible.builtin.copy`` action (atomic,
-backup, ``validate``, owner/group/mode), as ``ansible.builtin.template`` does.
+survive), and written back through the config_file_write module (the project's
+write contract: atomic, backup in /var/backups/gpu-node-provisioning, ``validate``,
+owner/group/mode kept, compared under a lock with what was read).
 Documentation: library/containerd_config.py. Logic: plugins/module_utils/containerd_toml.py.
 """
 
@@ -70,7 +71,7 @@ class ActionModule(ActionBase):
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         ct = _controller_files().load_module_util("containerd_toml")
         try:
-            result.update(self._configure(ct, args, task_vars))
+            result.update(_controller_files().retry_on_conflict(self, lambda: self._configure(ct, args, task_vars)))
         except ct.ContainerdConfigError as exc:
             result.update(failed=True, changed=False, msg=str(exc))
         except AnsibleActionFail as exc:
@@ -132,7 +133,7 @@ class ActionModule(ActionBase):
         return effective, defaults
 
     def _write(self, outcome, args: dict, binary: str | None, task_vars: dict) -> dict:
-        """Write ``outcome.after`` through the copy action (atomic, backup, validate, file attributes)."""
+        """Write ``outcome.after`` through config_file_write (atomic, backup, validate, file attributes)."""
         cf = _controller_files()
         if not outcome.existed:
             cf.ensure_directory(self, outcome.path, task_vars)

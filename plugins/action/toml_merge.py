@@ -5,8 +5,9 @@
 The file is read from the node (``stat`` + ``slurp``), merged here with the
 project's one merge engine (plugins/module_utils/config_merge.py) on the
 tomlkit document, so comments, order and layout of everything else survive,
-and written back through the ``ansible.builtin.copy`` action (atomic replace,
-backup, validate, owner/group/mode). Nothing is written when the parsed value
+and written back through the config_file_write module (the project's write
+contract: atomic replace, backup in /var/backups/gpu-node-provisioning, validate,
+owner/group/mode kept, the file compared under a lock with what was read). Nothing is written when the parsed value
 does not change. Documentation: library/toml_merge.py.
 """
 
@@ -115,6 +116,8 @@ def plan(
     before = text or ""
     try:
         doc = tomlkit.parse(before)
+        # dotted keys become tables first: tomlkit cannot add keys next to a dotted key and stay parseable
+        _controller_files().load_module_util("containerd_toml").undot_tables(doc)
     except parse_error as exc:
         raise TomlMergeError(
             f"{path} is not valid TOML ({exc}): fix the file by hand (or restore its backup); nothing was changed"
@@ -154,7 +157,7 @@ class ActionModule(ActionBase):
         del tmp
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
-            result.update(self._merge(args, task_vars))
+            result.update(_controller_files().retry_on_conflict(self, lambda: self._merge(args, task_vars)))
         except TomlMergeError as exc:
             result.update(failed=True, changed=False, msg=str(exc))
         except AnsibleActionFail as exc:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import difflib
 import importlib.util
+import io
+import itertools
 import re
 import sys
 from collections.abc import Mapping
@@ -217,13 +219,13 @@ TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-n
 # First minor release of the --config-dir stages (alpha needs KUBELET_CONFIG_DROPIN_DIR_ALPHA).
 DROPIN_ALPHA, DROPIN_BETA, DROPIN_GA = (1, 28), (1, 30), (1, 35)
 
-_VERSION_RE = re.compile(r"^(?:Kubernetes\s+)?v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?$")
-_CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
-_FEATURE_GATE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*$")
-_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_UNSAFE_FLAG_VALUE_RE = re.compile(r"[\s\"'\\]")
-_DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.conf$")
-_ENDPOINT_RE = re.compile(r"^unix:///\S+$")
+_VERSION_RE = re.compile(r"^(?:Kubernetes\s+)?v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?\Z")
+_CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*\Z")
+_FEATURE_GATE_RE = re.compile(r"^[A-Z][A-Za-z0-9]*\Z")
+_FLAG_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\Z")
+_UNSAFE_FLAG_VALUE_RE = re.compile(r"[\s\"'\\\x00-\x1f\x7f\ufeff]")
+_DROPIN_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.conf\Z")
+_ENDPOINT_RE = re.compile(r"^unix:///\S+\Z")
 
 
 # --- versions and plans ------------------------------------------------------------------------------------
@@ -376,6 +378,13 @@ def _check_abs_path(errors, params, var, allow_empty=False) -> None:
         return
     if not isinstance(value, str) or not value.startswith("/"):
         errors.append(f"{var}: {value!r} is not an absolute path; use a path that starts with '/'.")
+    elif _UNSAFE_FLAG_VALUE_RE.search(value):
+        errors.append(
+            f"{var}: {value!r} contains whitespace, a quote, a backslash or a control character, which cannot be "
+            "passed on the kubelet's command line (KUBELET_EXTRA_ARGS is split at whitespace); use a path without them."
+        )
+    elif value == "/" or value.endswith("/") or "/../" in f"{value}/" or "/./" in f"{value}/":
+        errors.append(f"{var}: {value!r} is not a plain file or directory path; drop the '.', '..' or trailing '/'.")
 
 
 def _check_version(errors, var, value) -> None:
@@ -812,7 +821,47 @@ def kubelet_merge_config(text, fields: dict, absent=None, path: str = "the kubel
     _merge.remove_paths(data, list(absent or []))
     _merge.merge_into(data, fields, "replace")
     changed = not _merge.values_equal(current, data)
-    return {"changed": changed, "content": _dump(data) if changed else text, "config": data}
+    if not changed:
+        return {"changed": False, "content": text, "config": data}
+    return {"changed": True, "content": _merge_text(text or "", fields, absent, data, path), "config": data}
+
+
+def _sequence_offset(text: str) -> int:
+    """How far the file indents a list's dashes under its key (0 for kubeadm's ``key:\n- item``)."""
+    lines = text.splitlines()
+    for before, line in itertools.pairwise(lines):
+        dash = re.match(r"( *)- ", line)
+        key = re.match(r"( *)[^\s#-][^#]*:\s*\Z", before)
+        if dash and key:
+            return max(0, len(dash.group(1)) - len(key.group(1)))
+    return 0
+
+
+def _merge_text(text: str, fields: dict, absent, data: dict, path: str) -> str:
+    """The file's text with the change made in place by a round-trip YAML library: comments, key order,
+    quoting and the list indentation of everything else are kept; new keys go to the end of their mapping."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    yaml_rt = YAML(typ="rt")
+    yaml_rt.preserve_quotes = True
+    yaml_rt.width = 4096
+    offset = _sequence_offset(text)
+    yaml_rt.indent(mapping=2, sequence=offset + 2, offset=offset)
+    doc = yaml_rt.load(text) if text.strip() else None
+    if doc is None:
+        doc = CommentedMap()
+    for position, (key, value) in enumerate((("apiVersion", API_VERSION), ("kind", KIND))):
+        if key not in doc:
+            doc.insert(position, key, value)
+    _merge.remove_paths(doc, list(absent or []))
+    _merge.merge_into(doc, copy.deepcopy(_plain(fields)), "replace")
+    stream = io.StringIO()
+    yaml_rt.dump(doc, stream)
+    result = stream.getvalue()
+    if yaml.safe_load(result) != _plain(data):  # pragma: no cover - a guard against serialiser surprises
+        raise AnsibleFilterError(f"internal error: the merged {path} does not read back as intended")
+    return result
 
 
 def kubelet_effective_config(main_config: dict, *dropins) -> dict:

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomlkit
+from tomlkit.container import Container
 from tomlkit.exceptions import ParseError, TOMLKitError
 from tomlkit.items import AoT, Comment, Table, Whitespace
 
@@ -153,10 +154,37 @@ class Outcome:
 # --------------------------------------------------------------------------- parsing
 
 
+def undot_tables(container) -> bool:
+    """Rewrite the dotted keys of ``container`` (a tomlkit document or table, and its tables, recursively) as
+    standard tables holding the same values; return True when there was one.
+
+    ``plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true`` is valid TOML,
+    but tomlkit cannot add keys next to a dotted key and still render parseable TOML. The tree under such a
+    key is written back as ``[a.b.c]`` tables (its values kept; comments inside that tree are lost).
+    """
+    body = container.body if isinstance(container, Container) else container.value.body
+    names = []
+    for key, _item in body:
+        if key is not None and key.is_dotted() and key.key not in names:
+            names.append(key.key)
+    for name in names:
+        value = container.unwrap()[name]
+        container.remove(name)
+        container.append(name, value)
+    found = bool(names)
+    for key, item in list(body):
+        if key is not None and isinstance(item, Table):
+            found = undot_tables(item) or found
+    return found
+
+
 def parse_document(text: str, path: str) -> tomlkit.TOMLDocument:
-    """Parse ``text`` (the content of ``path``); raise ContainerdConfigError naming file and position."""
+    """Parse ``text`` (the content of ``path``) with dotted keys as tables (see ``undot_tables``); raise
+    ContainerdConfigError naming file and position."""
     try:
-        return tomlkit.parse(text)
+        doc = tomlkit.parse(text)
+        undot_tables(doc)
+        return doc
     except ParseError as exc:
         raise ContainerdConfigError(
             f"{path} is not valid TOML (line {exc.line}, column {exc.col}): {exc}. "

@@ -4,8 +4,13 @@
 
 Such a plugin reads the file with ``stat`` + ``slurp``, computes the new text
 on the controller (tomlkit, the merge engine) and writes it back through the
-``ansible.builtin.copy`` action, which gives it the atomic replace, ``backup``,
-``validate`` and owner/group/mode handling of core Ansible.
+project's ``config_file_write`` module (library/config_file_write.py), which
+follows the write contract of every editor here (plugins/module_utils/file_edit.py):
+backups in /var/backups/gpu-node-provisioning, symlinks followed, mode and
+owner kept, no debris, and a lock on the node under which the file is compared
+with the bytes this plugin read. When another run changed the file in between,
+the write fails with ``WriteConflict`` and ``retry_on_conflict`` reads and merges
+again.
 
 Controller plugins cannot import this project's module_utils as
 ``ansible.module_utils.*``; they load this file by path (see
@@ -27,6 +32,7 @@ This file runs on the controller only: no module imports it.
 from __future__ import annotations
 
 import base64
+import hashlib
 import importlib.util
 import posixpath
 import sys
@@ -36,6 +42,20 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 
 MODULE_PREFIX = "gpu_node_provisioning_"
+
+# The node-side module every write goes through (library/config_file_write.py).
+WRITE_MODULE = "ansible.legacy.config_file_write"
+
+# How often retry_on_conflict reads, merges and writes before it gives up.
+WRITE_ATTEMPTS = 3
+
+# Attribute of the running ActionBase that holds {path: SHA-1 of the bytes read} for this task.
+_READ_ATTR = "_gpu_node_provisioning_read_sha1"
+
+
+class WriteConflict(AnsibleActionFail):
+    """The file changed on the node between our read and our write; nothing was written."""
+
 
 # File attributes passed on to the copy action unchanged.
 FILE_ARGS = ("owner", "group", "mode", "seuser", "serole", "setype", "selevel", "unsafe_writes", "attributes")
@@ -76,8 +96,10 @@ def read_text(action, path: str, task_vars: dict, hint: str = "") -> str | None:
     ``action`` is the running ActionBase. Raises AnsibleActionFail for a directory,
     a read error or bytes that are not UTF-8 (``hint`` is appended to that message).
     """
+    seen = _read_sha1(action)
     stat = action._execute_remote_stat(path, all_vars=task_vars, follow=True, checksum=False)
     if not stat.get("exists"):
+        seen[path] = ""
         return None
     if stat.get("isdir"):
         raise AnsibleActionFail(f"{path} is a directory; point the path at a file")
@@ -86,11 +108,36 @@ def read_text(action, path: str, task_vars: dict, hint: str = "") -> str | None:
     )
     if res.get("failed"):
         raise AnsibleActionFail(f"could not read {path}: {res.get('msg', res)}")
+    data = base64.b64decode(res["content"])
+    seen[path] = hashlib.sha1(data).hexdigest()
     try:
-        return base64.b64decode(res["content"]).decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         # from None: AnsibleError would append the cause's text, which the message already holds
         raise AnsibleActionFail(f"{path} is not UTF-8 text ({exc}){'; ' + hint if hint else ''}") from None
+
+
+def _read_sha1(action) -> dict:
+    """{path: SHA-1 of the bytes read_text saw} for this task ('' for a missing file)."""
+    if not isinstance(getattr(action, _READ_ATTR, None), dict):
+        setattr(action, _READ_ATTR, {})
+    return getattr(action, _READ_ATTR)
+
+
+def retry_on_conflict(action, work):
+    """Return ``work()``; when it raises WriteConflict, read, merge and write again, WRITE_ATTEMPTS times in all."""
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        setattr(action, _READ_ATTR, {})
+        try:
+            return work()
+        except WriteConflict as exc:
+            if attempt == WRITE_ATTEMPTS:
+                raise WriteConflict(
+                    f"{exc.message} Gave up after {WRITE_ATTEMPTS} attempts: something rewrites the file "
+                    "continuously; stop it, then run again.",
+                    result=exc.result,
+                ) from None
+    raise AssertionError("unreachable")
 
 
 def ensure_directory(action, path: str, task_vars: dict, mode: str = "0755") -> None:
@@ -118,12 +165,12 @@ def copy_args(
     validate: str | None = None,
     new_file_mode: str = "0644",
 ) -> dict:
-    """Arguments of the copy action that writes ``content`` to ``dest``.
+    """Arguments of the config_file_write module that writes ``content`` to ``dest``.
 
     File attributes come from ``args`` (the keys of FILE_ARGS that are set); a
     file that did not exist gets ``new_file_mode`` unless ``args`` has a mode.
     """
-    result = {"content": content, "dest": dest, "follow": True, "backup": backup, "force": True}
+    result = {"content": content, "dest": dest, "backup": backup}
     for name in FILE_ARGS:
         if args.get(name) is not None:
             result[name] = args[name]
@@ -135,23 +182,25 @@ def copy_args(
 
 
 def run_copy(action, copy_arguments: dict, task_vars: dict) -> dict:
-    """Run the ``ansible.builtin.copy`` action with ``copy_arguments`` as a sub-task of ``action``; return its result.
+    """Write with the config_file_write module (arguments from ``copy_args``); return its result.
 
-    The sub-task has diff turned off: the calling plugin returns its own diff.
+    When read_text read the file in this task, the module gets the SHA-1 of those bytes and writes only
+    when the file still holds them; otherwise WriteConflict is raised (nothing written). The module's
+    diff is dropped: the calling plugin returns its own.
     """
-    new_task = action._task.copy()
-    new_task.args = copy_arguments
-    new_task.diff = False
-    copy_action = action._shared_loader_obj.action_loader.get(
-        "ansible.legacy.copy",
-        task=new_task,
-        connection=action._connection,
-        play_context=action._play_context,
-        loader=action._loader,
-        templar=action._templar,
-        shared_loader_obj=action._shared_loader_obj,
+    module_args = dict(copy_arguments)
+    seen = _read_sha1(action)
+    if module_args["dest"] in seen:
+        module_args["expected_sha1"] = seen[module_args["dest"]]
+    res = action._execute_module(
+        module_name=WRITE_MODULE, module_args=module_args, task_vars=task_vars, wrap_async=False
     )
-    return copy_action.run(task_vars=task_vars)
+    res.pop("diff", None)
+    if res.get("failed") and res.get("conflict"):
+        raise WriteConflict(to_text(res.get("msg")))
+    if not res.get("failed"):
+        seen[module_args["dest"]] = hashlib.sha1(module_args["content"].encode("utf-8")).hexdigest()
+    return res
 
 
 def copy_failure_detail(res: dict) -> str:

@@ -26,8 +26,8 @@ __all__ = [
 ]
 
 _DNS_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*$")
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN_RE = re.compile(rf"^{_DNS_LABEL}(\.{_DNS_LABEL})*\Z")
+_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]\Z")
 
 NAME_MAX = 63
 PREFIX_MAX = 253

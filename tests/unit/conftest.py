@@ -84,3 +84,13 @@ def run_module(module, args: dict, check_mode: bool = False, diff: bool = False)
 @pytest.fixture
 def module_runner():
     return run_module
+
+
+@pytest.fixture(autouse=True)
+def backup_root(tmp_path_factory, monkeypatch):
+    """Every test's backups and lock files go to a fresh tree of its own, never the host's /var/backups."""
+    import file_edit
+
+    root = tmp_path_factory.mktemp("backups")
+    monkeypatch.setattr(file_edit, "BACKUP_ROOT", str(root), raising=False)
+    return root

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import hashlib
 import re
 from pathlib import Path
 from unittest import mock
@@ -552,6 +553,10 @@ def test_documentation_matches_the_action_argument_spec():
 # --------------------------------------------------------------------------- the action plugin
 
 
+def _bytes(data) -> bytes:
+    return data if isinstance(data, bytes) else data.encode()
+
+
 class FakeNode:
     """The node as the action sees it: files, `containerd` on PATH, and what the copy action received."""
 
@@ -586,21 +591,25 @@ class FakeNode:
             return {"content": base64.b64encode(self.files[module_args["src"]].encode()).decode()}
         if module_name == "ansible.legacy.file":
             return {"changed": True}
+        if module_name == "ansible.legacy.config_file_write":
+            return self.write(module_args)
         raise AssertionError(f"unexpected module {module_name}")
 
-    def copy_action(self, name, task, **_kwargs):
-        assert name == "ansible.legacy.copy"
-        node = self
+    def write(self, args: dict) -> dict:
+        """What config_file_write does with the bytes: compare with what was read, then write."""
+        self.copies.append(dict(args))
+        if self.copy_result.get("failed"):
+            return dict(self.copy_result)
+        current = self.files.get(args["dest"])
+        current_sha1 = "" if current is None else hashlib.sha1(_bytes(current)).hexdigest()
+        if "expected_sha1" in args and args["expected_sha1"] != current_sha1:
+            return {"failed": True, "conflict": True, "msg": f"{args['dest']} changed on the node after it was read"}
+        self.files[args["dest"]] = args["content"]
+        self.on_write(args["dest"])
+        return {"changed": True, "path": args["dest"], **self.copy_result}
 
-        class Copy:
-            def run(self, task_vars=None):
-                node.copies.append(dict(task.args))
-                if node.copy_result.get("failed"):
-                    return dict(node.copy_result)
-                node.files[task.args["dest"]] = task.args["content"]
-                return {"changed": True, "dest": task.args["dest"], **node.copy_result}
-
-        return Copy()
+    def on_write(self, path: str) -> None:
+        """Hook for tests: runs after each write."""
 
 
 def run_action(node: FakeNode, args: dict, check_mode: bool = False) -> dict:
@@ -615,8 +624,6 @@ def run_action(node: FakeNode, args: dict, check_mode: bool = False) -> dict:
     connection = mock.MagicMock()
     connection._shell.tmpdir = None
     action = plugin.ActionModule(task, connection, mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), None)
-    action._shared_loader_obj = mock.MagicMock()
-    action._shared_loader_obj.action_loader.get.side_effect = node.copy_action
     with (
         mock.patch.object(action, "_low_level_execute_command", side_effect=node.low_level),
         mock.patch.object(action, "_execute_remote_stat", side_effect=node.stat),
@@ -640,7 +647,7 @@ def test_action_check_mode_reports_the_change_and_writes_nothing():
     assert result["runtime_table"] == 'plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia'
 
 
-def test_action_writes_through_copy_with_backup_validate_and_file_attributes():
+def test_action_writes_through_config_file_write_with_backup_validate_and_file_attributes():
     node = FakeNode({PATH: V2})
     node.copy_result = {"backup_file": PATH + ".1.bak~"}
     result = run_action(node, {"runtime": NVIDIA, "backup": True, "owner": "root", "mode": "0640"})
@@ -651,9 +658,8 @@ def test_action_writes_through_copy_with_backup_validate_and_file_attributes():
         {
             "content": expected,
             "dest": PATH,
-            "follow": True,
             "backup": True,
-            "force": True,
+            "expected_sha1": hashlib.sha1(V2.encode()).hexdigest(),
             "owner": "root",
             "mode": "0640",
             "unsafe_writes": False,
@@ -743,6 +749,28 @@ def test_action_rejects_unknown_options():
 
     with pytest.raises(AnsibleActionFail, match="Unsupported parameters"):
         run_action(FakeNode({PATH: V2}), {"runtime": NVIDIA, "mode_of_operation": "x"})
+
+
+def test_action_reads_and_merges_again_when_another_run_wrote_the_file_in_between():
+    node = FakeNode({PATH: V2})
+    other = V2.replace("oom_score = 0", "oom_score = -999")
+    reads = []
+    execute = node.execute_module
+
+    def racing(module_name, module_args, **kwargs):
+        result = execute(module_name, module_args, **kwargs)
+        if module_name == "ansible.legacy.slurp":
+            reads.append(module_args["src"])
+            if len(reads) == 1:
+                node.files[PATH] = other  # another run writes between our read and our write
+        return result
+
+    node.execute_module = racing
+    result = run_action(node, {"runtime": NVIDIA})
+    assert result["changed"] is True, result
+    assert len(reads) == 2 and len(node.copies) == 2, "the first write was refused, the second attempt re-read"
+    assert plain(node.files[PATH])["oom_score"] == -999, "the other run's change is kept"
+    assert plain(node.files[PATH])["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
 
 
 # --------------------------------------------------------------------------- the effective config (issue 12)

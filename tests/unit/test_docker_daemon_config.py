@@ -239,14 +239,15 @@ def test_diff_after_matches_written_file(tmp_path):
     assert res.result["diff"]["after"] == path.read_text()
 
 
-def test_backup_holds_the_old_bytes(tmp_path):
+def test_backup_holds_the_old_bytes_in_the_backup_tree(tmp_path, backup_root):
     path = tmp_path / "daemon.json"
     path.write_bytes(b'{"debug":false,  "log-level":"info"}')
     original = path.read_bytes()
     res = _run(path, settings={"debug": True}, backup=True)
     assert res.result["changed"] is True
     backup = res.result["backup_file"]
-    assert os.path.dirname(backup) == str(tmp_path)
+    assert os.path.dirname(backup) == f"{backup_root}{tmp_path}"
+    assert sorted(os.listdir(tmp_path)) == ["daemon.json"]
     with open(backup, "rb") as handle:
         assert handle.read() == original
     assert json.loads(path.read_text()) == {"debug": True, "log-level": "info"}
@@ -432,3 +433,132 @@ def test_bad_list_strategy_is_rejected(tmp_path):
     original = _write(path, EXISTING)
     res = _run(path, settings=NVIDIA, list_strategy="merge")
     _assert_failed_and_untouched(res, path, original, "value of list_strategy must be one of")
+
+
+# ---------------------------------------------------------------- the write contract
+
+
+def test_a_symlinked_daemon_json_stays_a_link_and_its_target_gets_the_change(tmp_path):
+    real = tmp_path / "shared" / "daemon.json"
+    real.parent.mkdir()
+    _write(real, EXISTING)
+    real.chmod(0o600)
+    link = tmp_path / "daemon.json"
+    link.symlink_to(real)
+    res = _run(link, settings=NVIDIA)
+    assert not res.failed, res.result
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert json.loads(real.read_text())["runtimes"]["nvidia"]["path"] == "nvidia-container-runtime"
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert _run(link, settings=NVIDIA).result["changed"] is False
+
+
+def _set_key_slowly(path: str, key: str, backup_root: str) -> None:
+    """In a child process: run the module setting one key, with a pause between reading and writing."""
+    import time
+
+    import file_edit
+
+    file_edit.BACKUP_ROOT = backup_root
+    build = ddc.build_config
+
+    def slow_build(*args, **kwargs):
+        time.sleep(0.05)
+        return build(*args, **kwargs)
+
+    ddc.build_config = slow_build
+    res = _run(path, settings={key: True})
+    os._exit(1 if res.failed or not res.result["changed"] else 0)
+
+
+def test_concurrent_runs_on_one_file_never_lose_a_change(tmp_path, backup_root):
+    import multiprocessing
+
+    path = tmp_path / "daemon.json"
+    _write(path, {})
+    keys = [f"key-{number}" for number in range(6)]
+    context = multiprocessing.get_context("fork")
+    children = [context.Process(target=_set_key_slowly, args=(str(path), key, str(backup_root))) for key in keys]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+    assert [child.exitcode for child in children] == [0] * len(keys), "every run reports success"
+    assert json.loads(path.read_text()) == dict.fromkeys(keys, True), "and every change is in the file"
+    assert _files(tmp_path) == ["daemon.json"]
+
+
+# ---------------------------------------------------------------- what json.loads lets through
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            '{\n  "debug": true,\n  "debug": false\n}\n',
+            "line 3: the key 'debug' appears more than once in its object; which one counts is unclear and a "
+            "rewrite would keep only one. Keep one of them, then run the task again.",
+        ),
+        (
+            '{\n  "log-opts": {\n    "max-size": "10m",\n\n    "max-size": "20m"\n  }\n}\n',
+            "line 5: the key 'log-opts.max-size' appears more than once in its object; which one counts is unclear "
+            "and a rewrite would keep only one. Keep one of them, then run the task again.",
+        ),
+        (
+            '{"log-opts": {"max-file": NaN}}',
+            "line 1: log-opts.max-file is NaN, which is not JSON and dockerd cannot read. Use a number, then run "
+            "the task again.",
+        ),
+        (
+            '{\n "runtimes": {"x": {"args": [1, -Infinity]}}}',
+            "line 2: runtimes.x.args[1] is -Infinity, which is not JSON and dockerd cannot read. Use a number, "
+            "then run the task again.",
+        ),
+        (
+            '{"a": Infinity}',
+            "line 1: a is Infinity, which is not JSON and dockerd cannot read. Use a number, then run the task again.",
+        ),
+    ],
+)
+def test_repeated_keys_and_non_finite_numbers_are_refused_naming_file_line_and_key(tmp_path, text, message):
+    path = tmp_path / "daemon.json"
+    path.write_text(text)
+    res = _run(path, settings={"debug": True}, backup=True)
+    assert res.failed
+    assert res.result["msg"] == f"{path} {message}"
+    assert path.read_text() == text
+    assert _files(tmp_path) == ["daemon.json"]
+
+
+def test_keys_that_repeat_in_different_objects_and_strings_that_look_like_nan_are_fine(tmp_path):
+    path = tmp_path / "daemon.json"
+    value = {"a": {"x": 1}, "b": {"x": "NaN", "y": 'a "quoted": \\', "Infinity": 1}, "c": [{"x": 1}, {"x": 2}]}
+    path.write_text(json.dumps(value))
+    res = _run(path, settings={"debug": True})
+    assert not res.failed, res.result
+    assert json.loads(path.read_text()) == {**value, "debug": True}
+
+
+def test_too_deep_nesting_is_a_clear_error_naming_the_file(tmp_path):
+    path = tmp_path / "daemon.json"
+    text = '{"a": ' + "[" * 100000 + "]" * 100000 + "}"
+    path.write_text(text)
+    res = _run(path, settings={"debug": True})
+    assert res.failed
+    assert res.result["msg"] == (
+        f"{path} nests objects and arrays more than 64 levels deep (line 1); daemon.json never needs that. "
+        "Fix the file, then run the task again."
+    )
+    assert path.read_text() == text
+
+
+def test_nan_in_the_settings_is_refused_and_nothing_is_written(tmp_path):
+    path = tmp_path / "daemon.json"
+    before = _write(path, EXISTING)
+    res = _run(path, settings={"log-opts": {"max-file": float("nan")}})
+    assert res.failed
+    assert res.result["msg"] == (
+        "settings hold NaN or Infinity (Out of range float values are not JSON compliant: nan), which daemon.json "
+        "cannot hold: use a number."
+    )
+    assert path.read_bytes() == before

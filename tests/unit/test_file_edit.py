@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import multiprocessing
 import os
+import re
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -154,14 +158,15 @@ def test_check_mode_writes_nothing_and_reports_the_diff(tmp_path, target):
     assert _names(tmp_path) == ["app.conf"]
 
 
-def test_backup_keeps_the_old_content(target):
+def test_backup_keeps_the_old_content_in_the_backup_tree_never_beside_the_file(target, backup_root):
     result = fe.apply_edit(_module(target), str(target), OLD, NEW, True, backup=True)
     backup = result["backup_file"]
-    assert os.path.dirname(backup) == str(target.parent)
-    assert os.path.basename(backup).startswith("app.conf.")
+    assert os.path.dirname(backup) == f"{backup_root}{target.parent}", "the tree mirrors the absolute path"
+    assert re.fullmatch(r"app\.conf\.\d{4}-\d\d-\d\d@\d\d:\d\d:\d\d~", os.path.basename(backup))
     with open(backup) as handle:
         assert handle.read() == OLD
     assert target.read_text() == NEW
+    assert _names(target.parent) == ["app.conf"], "nothing beside the file: a daemon reading the directory sees none"
 
 
 def test_no_backup_of_a_file_that_did_not_exist(tmp_path):
@@ -257,12 +262,13 @@ def test_other_errors_of_a_validate_function_are_not_wrapped(target):
     assert _names(target.parent) == ["app.conf"]
 
 
-def test_backup_first_is_made_before_validation(target):
+def test_backup_first_is_made_before_validation(target, backup_root):
     with pytest.raises(fe.FileEditError):
         fe.write_file(_module(target), str(target), NEW, validate="false %s", backup=True, backup_first=True)
-    names = _names(target.parent)
-    assert len(names) == 2 and names[0] == "app.conf" and names[1].startswith("app.conf.")
-    assert (target.parent / names[1]).read_text() == OLD
+    assert _names(target.parent) == ["app.conf"]
+    [backup] = [name for name in _names(Path(f"{backup_root}{target.parent}")) if not name.endswith(".lock")]
+    assert backup.startswith("app.conf.") and backup.endswith("~")
+    assert Path(f"{backup_root}{target.parent}", backup).read_text() == OLD
     assert target.read_text() == OLD
 
 
@@ -309,3 +315,154 @@ def test_a_failed_move_is_reported_and_cleaned_up(target, monkeypatch):
     assert calls == [True], "unsafe_writes reaches atomic_move"
     assert target.read_text() == OLD
     assert _names(target.parent) == ["app.conf"]
+
+
+# ---------------------------------------------------------------- the write contract
+
+
+def _tree(backup_root, path) -> Path:
+    """The backup tree's directory for ``path``."""
+    return Path(f"{backup_root}{Path(path).parent}")
+
+
+def test_a_0600_file_and_its_backup_keep_mode_and_owner(target, backup_root):
+    target.chmod(0o600)
+    os.chown(target, 1234, 5678)
+    result = fe.apply_edit(_module(target), str(target), OLD, NEW, True, backup=True)
+    assert target.read_text() == NEW
+    assert (_mode(target), os.stat(target).st_uid, os.stat(target).st_gid) == (0o600, 1234, 5678)
+    backup = result["backup_file"]
+    assert (_mode(backup), os.stat(backup).st_uid, os.stat(backup).st_gid) == (0o600, 1234, 5678), (
+        "a backup of a 0600 file must not be world-readable"
+    )
+    assert _mode(backup_root) == 0o700 and _mode(_tree(backup_root, target)) == 0o700
+
+
+def test_a_symlink_stays_and_its_target_gets_the_change(tmp_path, backup_root):
+    real = tmp_path / "real" / "daemon.json"
+    real.parent.mkdir()
+    real.write_text(OLD)
+    real.chmod(0o640)
+    link = tmp_path / "daemon.json"
+    link.symlink_to(real)
+    result = fe.apply_edit(_module(link), str(link), OLD, NEW, True, backup=True)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == NEW
+    assert _mode(real) == 0o640
+    assert Path(result["backup_file"]).parent == _tree(backup_root, real)
+    assert _names(tmp_path) == ["daemon.json", "real"]
+    assert _names(real.parent) == ["daemon.json"]
+
+
+def test_a_full_disk_while_backing_up_leaves_no_partial_backup(target, backup_root, monkeypatch):
+    target.write_bytes(b"x" * 10000)
+    original = target.read_bytes()
+    real_write_all = fe._write_all
+
+    def disk_full(fd, data):
+        if data != original:  # the new content fits, the backup does not
+            return real_write_all(fd, data)
+        real_write_all(fd, data[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fe, "_write_all", disk_full)
+    with pytest.raises(fe.FileEditError) as exc:
+        fe.write_file(_module(target), str(target), NEW, backup=True)
+    message = str(exc.value)
+    assert re.fullmatch(
+        re.escape(f"cannot back up {target} to {_tree(backup_root, target)}/app.conf.")
+        + r"\S+~: "
+        + re.escape(f"No space left on device. {target} was left unchanged."),
+        message,
+    ), message
+    assert target.read_bytes() == original
+    assert _names(target.parent) == ["app.conf"], "no temporary file left"
+    assert [n for n in _names(_tree(backup_root, target)) if not n.endswith(".lock")] == [], "no partial backup"
+
+
+def test_a_full_disk_after_the_backup_removes_the_backup_and_the_temporary_file(target, backup_root, monkeypatch):
+    module = _module(target)
+
+    def disk_full(src, dest, unsafe_writes=False, keep_dest_attrs=True):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(module, "atomic_move", disk_full)
+    with pytest.raises(fe.FileEditError) as exc:
+        fe.write_file(module, str(target), NEW, backup=True)
+    assert str(exc.value) == f"cannot write {target}: [Errno 28] No space left on device. {target} was left unchanged."
+    assert target.read_text() == OLD
+    assert _names(target.parent) == ["app.conf"]
+    assert [n for n in _names(_tree(backup_root, target)) if not n.endswith(".lock")] == []
+
+
+def test_a_real_full_disk_leaves_the_file_intact_and_no_debris(tmp_path, backup_root, monkeypatch):
+    """A 64 KiB tmpfs holds the file and the backup tree: the backup of a 40 KB file fits, the new 40 KB not."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], check=True)
+    try:
+        monkeypatch.setattr(fe, "BACKUP_ROOT", str(mount / "backups"))
+        path = mount / "config.toml"
+        original = b"# old\n" + b"a" * 40000
+        path.write_bytes(original)
+        path.chmod(0o600)
+        with pytest.raises(fe.FileEditError) as exc:
+            fe.write_file(_module(path), str(path), "b" * 40000, backup=True)
+        assert "No space left on device" in str(exc.value)
+        assert path.read_bytes() == original and _mode(path) == 0o600
+        assert _names(mount) == ["backups", "config.toml"]
+        assert [n for n in _names(_tree(mount / "backups", path)) if not n.endswith(".lock")] == []
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_stale_temporary_files_and_partial_backups_of_ours_are_removed_on_the_next_run(target, backup_root):
+    stale = target.parent / ".app.conf.k3x9_a0q.tmp"
+    stale.write_text("half")
+    others = [target.parent / ".app.conf.swp", target.parent / ".other.conf.k3x9_a0q.tmp", target.parent / "x.tmp"]
+    for other in others:
+        other.write_text("not ours")
+    tree = _tree(backup_root, target)
+    tree.mkdir(parents=True)
+    part = tree / "app.conf.2026-01-01@00:00:00~.part"
+    part.write_text("half")
+    fe.apply_edit(_module(target), str(target), OLD, NEW, True)
+    assert not stale.exists() and not part.exists()
+    assert all(other.read_text() == "not ours" for other in others)
+    assert target.read_text() == NEW
+
+
+def _add_line_locked(path: str, line: str, backup_root: str) -> None:
+    """In a child process: read the file, wait, write it back with one more line, all under the lock."""
+    fe.BACKUP_ROOT = backup_root
+    with fe.locked(path) as real:
+        with open(real) as handle:
+            before = handle.read()
+        import time
+
+        time.sleep(0.05)
+        fe.write_file(_module(real), real, before + line + "\n")
+
+
+def test_concurrent_processes_never_lose_a_change(target, backup_root):
+    target.write_text("")
+    context = multiprocessing.get_context("fork")
+    lines = [f"line {number}" for number in range(8)]
+    children = [context.Process(target=_add_line_locked, args=(str(target), line, str(backup_root))) for line in lines]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(30)
+    assert [child.exitcode for child in children] == [0] * len(children)
+    assert sorted(target.read_text().splitlines()) == sorted(lines)
+    assert _names(target.parent) == ["app.conf"]
+
+
+def test_the_lock_is_reentrant_and_check_mode_creates_nothing(tmp_path, backup_root):
+    path = tmp_path / "a.conf"
+    with fe.locked(str(path), check_mode=True) as real:
+        assert real == str(path)
+    assert _names(backup_root) == []
+    with fe.locked(str(path)) as real, fe.locked(real):
+        fe.write_file(_module(path), real, NEW)
+    assert path.read_text() == NEW

@@ -894,3 +894,121 @@ def test_every_filter_the_role_uses_exists():
             used.update(pattern.findall(path.read_text()))
     assert {"kubelet_validate", "kubelet_compose_config", "kubelet_config_document", "kubelet_flag_for_field"} <= used
     assert used <= set(kb.FilterModule().filters())
+
+
+# ---------------------------------------------------------------- anchored at the very end, paths checked up front
+
+SPACE_MSG = (
+    "contains whitespace, a quote, a backslash or a control character, which cannot be passed on the kubelet's "
+    "command line (KUBELET_EXTRA_ARGS is split at whitespace); use a path without them."
+)
+
+NOT_PLAIN_MSG = "is not a plain file or directory path; drop the '.', '..' or trailing '/'."
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        (
+            "kubelet_config_dir",
+            "/etc/kubernetes/kubelet conf.d",
+            f"kubelet_config_dir: {'/etc/kubernetes/kubelet conf.d'!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_config_dir",
+            "/etc/kubelet.conf.d\n",
+            f"kubelet_config_dir: {'/etc/kubelet.conf.d' + chr(10)!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_main_config_path",
+            "/var/lib/kubelet/config '.yaml",
+            f"kubelet_main_config_path: {'/var/lib/kubelet/config ' + chr(39) + '.yaml'!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_env_file",
+            "/etc/default/kube\tlet",
+            f"kubelet_env_file: {'/etc/default/kube' + chr(9) + 'let'!r} {SPACE_MSG}",
+        ),
+        (
+            "kubelet_config_dir",
+            "/etc/kubernetes/../kubelet.conf.d",
+            f"kubelet_config_dir: '/etc/kubernetes/../kubelet.conf.d' {NOT_PLAIN_MSG}",
+        ),
+        (
+            "kubelet_config_dir",
+            "/etc/kubelet.conf.d/",
+            f"kubelet_config_dir: '/etc/kubelet.conf.d/' {NOT_PLAIN_MSG}",
+        ),
+    ],
+)
+def test_a_path_that_the_command_line_or_the_module_cannot_take_is_refused_before_anything_is_written(
+    var, value, message
+):
+    assert kb.kubelet_validate(params(**{var: value}), "1.31.0") == [message]
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("kubelet_reserved_system_cpus", "0\n"),
+        ("kubelet_container_runtime_endpoint", "unix:///run/containerd/containerd.sock\n"),
+        ("kubelet_dropin_name", "50-gpu-node.conf\n"),
+        ("kubelet_feature_gates", {"UserNamespacesSupport\n": True}),
+        ("kubelet_flags", {"v\n": 2}),
+        ("kubelet_flags_absent", ["v\n"]),
+        ("kubelet_node_labels", {"example.com/pool\n": "a"}),
+        ("kubelet_node_labels", {"example.com/pool": "a100\n"}),
+        ("kubelet_register_with_taints", ["example.com/dedicated=ml\n:NoSchedule"]),
+        ("kubelet_register_with_taints", ["example.com/dedicated=ml:NoSchedule\n"]),
+    ],
+)
+def test_a_value_ending_in_a_newline_is_refused(var, value):
+    errors = kb.kubelet_validate(params(**{var: value}), "1.31.0")
+    assert len(errors) == 1 and errors[0].startswith(var), errors
+
+
+KUBEADM_WITH_COMMENTS = """\
+# Written by kubeadm; the platform team added comments.
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: false  # never anonymous
+# DNS of the cluster
+clusterDNS:
+- 10.96.0.10
+evictionHard:
+  memory.available: "100Mi"   # quoted on purpose
+healthzPort: 10248
+"""
+
+
+def test_merge_mode_keeps_comments_quoting_order_and_list_style():
+    result = kb.kubelet_merge_config(
+        KUBEADM_WITH_COMMENTS,
+        {"evictionHard": {"nodefs.available": "10%"}, "cgroupDriver": "systemd", "clusterDNS": ["10.0.0.10"]},
+        ["healthzPort"],
+    )
+    assert result["changed"] is True
+    assert result["content"] == (
+        "# Written by kubeadm; the platform team added comments.\n"
+        "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        "kind: KubeletConfiguration\n"
+        "authentication:\n"
+        "  anonymous:\n"
+        "    enabled: false  # never anonymous\n"
+        "# DNS of the cluster\n"
+        "clusterDNS:\n"
+        "- 10.0.0.10\n"
+        "evictionHard:\n"
+        '  memory.available: "100Mi"   # quoted on purpose\n'
+        "  nodefs.available: 10%\n"
+        "cgroupDriver: systemd\n"
+    )
+    assert kb.kubelet_merge_config(result["content"], {"cgroupDriver": "systemd"}, ["healthzPort"])["changed"] is False
+
+
+def test_merge_mode_keeps_an_indented_list_style():
+    text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n  - 10.96.0.10\n"
+    result = kb.kubelet_merge_config(text, {"tlsCipherSuites": ["A", "B"]})
+    assert result["content"] == text + "tlsCipherSuites:\n  - A\n  - B\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -97,7 +98,7 @@ def test_adds_flags_to_kubeadm_default_file_in_double_quotes(tmp_path):
     res = _run(path, flags={"--config-dir": "/etc/kubernetes/kubelet.conf.d", "v": 2})
     assert not res.failed, res.result
     assert res.result["changed"] is True
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d --v=2"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--config-dir=/etc/kubernetes/kubelet.conf.d --v=2'\n"
     assert res.result["flags"] == {"config-dir": "/etc/kubernetes/kubelet.conf.d", "v": "2"}
 
 
@@ -107,7 +108,7 @@ def test_replaces_flags_in_place_in_both_forms_and_keeps_the_others_untouched(tm
     res = _run(path, flags={"cgroup-driver": "systemd", "fail-swap-on": True})
     assert not res.failed, res.result
     assert _line(path) == (
-        'KUBELET_EXTRA_ARGS="--v=2 --node-labels a=1,b=2 --cgroup-driver=systemd --fail-swap-on=true"'
+        "KUBELET_EXTRA_ARGS='--v=2 --node-labels a=1,b=2 --cgroup-driver=systemd --fail-swap-on=true'"
     )
 
 
@@ -116,7 +117,7 @@ def test_removes_flags_with_their_values_in_every_occurrence(tmp_path):
     _write(path, 'KUBELET_EXTRA_ARGS="--cgroup-driver cgroupfs --v=2 --cgroup-driver=systemd --x"\n')
     res = _run(path, flags_absent=["--cgroup-driver", "x"])
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--v=2"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--v=2'\n"
 
 
 def test_duplicated_flag_is_folded_into_the_first_place(tmp_path):
@@ -124,7 +125,7 @@ def test_duplicated_flag_is_folded_into_the_first_place(tmp_path):
     _write(path, 'KUBELET_EXTRA_ARGS="--max-pods=10 --v=2 --max-pods 20"\n')
     res = _run(path, flags={"max-pods": 64})
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--max-pods=64 --v=2"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--max-pods=64 --v=2'\n"
 
 
 def test_null_value_writes_a_bare_flag_and_false_is_lowercase(tmp_path):
@@ -132,7 +133,7 @@ def test_null_value_writes_a_bare_flag_and_false_is_lowercase(tmp_path):
     _write(path, DEBIAN_DEFAULT)
     res = _run(path, flags={"bare": None, "fail-swap-on": False})
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--bare --fail-swap-on=false"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--bare --fail-swap-on=false'\n"
     assert res.result["flags"] == {"bare": None, "fail-swap-on": "false"}
 
 
@@ -147,34 +148,34 @@ def test_other_lines_are_kept_byte_for_byte(tmp_path):
     )
 
 
-def test_unquoted_single_flag_stays_unquoted_and_several_get_double_quotes(tmp_path):
+def test_an_edited_line_is_always_written_in_single_quotes(tmp_path):
     path = tmp_path / "kubelet"
     _write(path, "KUBELET_EXTRA_ARGS=--v=2\n")
     assert not _run(path, flags={"v": "3"}).failed
-    assert path.read_text() == "KUBELET_EXTRA_ARGS=--v=3\n"
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--v=3'\n"
     assert not _run(path, flags={"max-pods": "64"}).failed
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--v=3 --max-pods=64"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--v=3 --max-pods=64'\n"
 
 
 def test_export_prefix_and_trailing_comment_are_kept(tmp_path):
     path = tmp_path / "kubelet"
     _write(path, 'export KUBELET_EXTRA_ARGS="--v=2" # set by ops\n')
     assert not _run(path, flags={"v": "5"}).failed
-    assert path.read_text() == 'export KUBELET_EXTRA_ARGS="--v=5" # set by ops\n'
+    assert path.read_text() == "export KUBELET_EXTRA_ARGS='--v=5' # set by ops\n"
 
 
 def test_missing_line_is_appended_after_a_file_without_final_newline(tmp_path):
     path = tmp_path / "kubelet"
     _write(path, "FOO=bar")
     assert not _run(path, flags={"v": "2"}).failed
-    assert path.read_text() == 'FOO=bar\nKUBELET_EXTRA_ARGS="--v=2"\n'
+    assert path.read_text() == "FOO=bar\nKUBELET_EXTRA_ARGS='--v=2'\n"
 
 
 def test_missing_file_is_created_with_mode_0644(tmp_path):
     path = tmp_path / "kubelet"
     res = _run(path, node_labels={"nvidia.com/gpu.present": True})
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--node-labels=nvidia.com/gpu.present=true"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--node-labels=nvidia.com/gpu.present=true'\n"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
 
 
@@ -199,7 +200,7 @@ def test_last_assignment_is_edited_and_the_earlier_ones_are_named(tmp_path):
     _write(path, 'KUBELET_EXTRA_ARGS="--v=1"\nKUBELET_EXTRA_ARGS="--v=2"\n')
     res = _run(path, flags={"max-pods": "64"})
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--v=1"\nKUBELET_EXTRA_ARGS="--v=2 --max-pods=64"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS=\"--v=1\"\nKUBELET_EXTRA_ARGS='--v=2 --max-pods=64'\n"
     computed = kf.compute(path.read_text(), "/f", "KUBELET_EXTRA_ARGS", {"v": "3"}, [], {}, [])
     assert computed["warnings"] == [
         "/f assigns KUBELET_EXTRA_ARGS more than once (lines 1, 2); systemd uses the last one (line 2), so only "
@@ -211,7 +212,7 @@ def test_variable_option_edits_another_variable(tmp_path):
     path = tmp_path / "kubelet"
     _write(path, 'KUBELET_ARGS="--v=2"\nKUBELET_EXTRA_ARGS="--x=1"\n')
     assert not _run(path, variable="KUBELET_ARGS", flags={"v": "3"}).failed
-    assert path.read_text() == 'KUBELET_ARGS="--v=3"\nKUBELET_EXTRA_ARGS="--x=1"\n'
+    assert path.read_text() == "KUBELET_ARGS='--v=3'\nKUBELET_EXTRA_ARGS=\"--x=1\"\n"
 
 
 # ---------------------------------------------------------------- node labels as a map
@@ -223,8 +224,8 @@ def test_labels_are_merged_as_a_map_in_place_keeping_order(tmp_path):
     res = _run(path, node_labels={"b": "20", "nvidia.com/gpu.present": "true"})
     assert not res.failed, res.result
     assert _line(path) == (
-        'KUBELET_EXTRA_ARGS="--v=2 --node-labels=a=1,b=20,nvidia.com/gpu.present=true '
-        '--cgroup-driver cgroupfs --fail-swap-on=false"'
+        "KUBELET_EXTRA_ARGS='--v=2 --node-labels=a=1,b=20,nvidia.com/gpu.present=true "
+        "--cgroup-driver cgroupfs --fail-swap-on=false'"
     )
     assert res.result["node_labels"] == {"a": "1", "b": "20", "nvidia.com/gpu.present": "true"}
 
@@ -234,17 +235,17 @@ def test_several_node_labels_flags_are_folded_into_the_first(tmp_path):
     _write(path, 'KUBELET_EXTRA_ARGS="--node-labels=a=1 --v=2 --node-labels=a=3,b=2"\n')
     res = _run(path, node_labels={"c": "4"})
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--node-labels=a=3,b=2,c=4 --v=2"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--node-labels=a=3,b=2,c=4 --v=2'\n"
 
 
 def test_labels_are_removed_and_the_last_one_removes_the_flag(tmp_path):
     path = tmp_path / "kubelet"
     _write(path, 'KUBELET_EXTRA_ARGS="--v=2 --node-labels=a=1,b=2"\n')
     assert not _run(path, node_labels_absent=["a"]).failed
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--v=2 --node-labels=b=2"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--v=2 --node-labels=b=2'\n"
     res = _run(path, node_labels_absent=["b", "not-there"])
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--v=2"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--v=2'\n"
     assert res.result["node_labels"] == {}
 
 
@@ -286,7 +287,7 @@ def test_check_mode_reports_the_change_with_a_diff_and_writes_nothing(tmp_path):
     assert res.result["changed"] is True
     assert res.result["diff"] == {
         "before": "KUBELET_EXTRA_ARGS=\n",
-        "after": "KUBELET_EXTRA_ARGS=--v=2\n",
+        "after": "KUBELET_EXTRA_ARGS='--v=2'\n",
         "before_header": f"{path} (before)",
         "after_header": f"{path} (after)",
     }
@@ -302,14 +303,15 @@ def test_check_mode_on_a_missing_file_creates_nothing(tmp_path):
     assert _files(tmp_path) == []
 
 
-def test_backup_keeps_the_old_content(tmp_path):
+def test_backup_keeps_the_old_content_in_the_backup_tree(tmp_path, backup_root):
     path = tmp_path / "kubelet"
     before = _write(path, DEBIAN_DEFAULT)
     res = _run(path, backup=True, flags={"v": "2"})
     assert not res.failed, res.result
     backup = res.result["backup_file"]
     assert Path(backup).read_bytes() == before
-    assert sorted(_files(tmp_path)) == sorted(["kubelet", os.path.basename(backup)])
+    assert os.path.dirname(backup) == f"{backup_root}{tmp_path}"
+    assert sorted(_files(tmp_path)) == ["kubelet"]
 
 
 def test_failed_validation_leaves_the_file_unchanged_and_no_temp_file(tmp_path):
@@ -328,7 +330,7 @@ def test_passing_validation_writes_the_file(tmp_path):
     _write(path, DEBIAN_DEFAULT)
     res = _run(path, flags={"v": "2"}, validate="/bin/sh -n %s")
     assert not res.failed, res.result
-    assert path.read_text() == "KUBELET_EXTRA_ARGS=--v=2\n"
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--v=2'\n"
 
 
 def test_validate_without_placeholder_is_refused(tmp_path):
@@ -414,7 +416,7 @@ def test_labels_in_the_file_are_not_judged_when_no_label_is_managed(tmp_path):
     _write(path, 'KUBELET_EXTRA_ARGS="--node-labels=broken --v=2"\n')
     res = _run(path, flags={"v": "3"})
     assert not res.failed, res.result
-    assert path.read_text() == 'KUBELET_EXTRA_ARGS="--node-labels=broken --v=3"\n'
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--node-labels=broken --v=3'\n"
     assert res.result["node_labels"] == {}
 
 
@@ -485,3 +487,104 @@ def test_check_result_catches_a_rendering_that_does_not_read_back():
     with pytest.raises(kf.FlagsError) as exc:
         kf.check_result('KUBELET_EXTRA_ARGS="--v=1"\n', "/f", "KUBELET_EXTRA_ARGS", {"v": "2"}, [], None)
     assert str(exc.value).startswith("internal error: the new /f would not read back as intended for v.")
+
+
+def test_a_symlinked_environment_file_stays_a_link_and_its_target_gets_the_flags(tmp_path):
+    real = tmp_path / "real-kubelet"
+    before = _write(real, DEBIAN_DEFAULT)
+    real.chmod(0o640)
+    link = tmp_path / "kubelet"
+    link.symlink_to(real)
+    res = _run(link, flags={"v": "2"}, backup=True)
+    assert not res.failed, res.result
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert "--v=2" in _line(real)
+    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert Path(res.result["backup_file"]).read_bytes() == before
+    assert sorted(_files(tmp_path)) == ["kubelet", "real-kubelet"]
+
+
+# ---------------------------------------------------------------- what a shell and systemd read
+
+
+def _sourced(path) -> list[str]:
+    """The words a shell that sources the file gives for $KUBELET_EXTRA_ARGS (as systemd splits it: at whitespace)."""
+    out = subprocess.run(
+        ["bash", "-c", 'set -a; . "$1"; printf "%s\\n" $KUBELET_EXTRA_ARGS', "bash", str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=path.parent,
+    )
+    return out.stdout.splitlines()
+
+
+def test_a_byte_order_mark_is_read_and_the_admins_line_is_edited_not_shadowed(tmp_path):
+    path = tmp_path / "kubelet"
+    path.write_bytes(b'\xef\xbb\xbfKUBELET_EXTRA_ARGS="--max-pods=200 --node-ip=10.0.0.5"\nOTHER=1\n')
+    res = _run(path, flags={"v": "2"})
+    assert not res.failed, res.result
+    assert path.read_bytes() == b"KUBELET_EXTRA_ARGS='--max-pods=200 --node-ip=10.0.0.5 --v=2'\nOTHER=1\n"
+    assert res.result["flags"] == {"max-pods": "200", "node-ip": "10.0.0.5", "v": "2"}
+    assert _sourced(path) == ["--max-pods=200", "--node-ip=10.0.0.5", "--v=2"]
+    assert _run(path, flags={"v": "2"}).result["changed"] is False
+
+
+def test_shell_syntax_in_flag_values_is_quoted_so_a_sourcing_shell_runs_nothing(tmp_path):
+    path = tmp_path / "kubelet"
+    _write(path, 'KUBELET_EXTRA_ARGS="--v=2"\n')
+    flags = {
+        "eviction-hard": "memory.available<100Mi",
+        "provider-id": "x$(touch${IFS}pwned-1)`touch${IFS}pwned-2`;touch${IFS}pwned-3>|&",
+        "node-ip": "$HOME",
+    }
+    res = _run(path, flags=flags)
+    assert not res.failed, res.result
+    assert path.read_text() == (
+        "KUBELET_EXTRA_ARGS='--v=2 --eviction-hard=memory.available<100Mi "
+        "--provider-id=x$(touch${IFS}pwned-1)`touch${IFS}pwned-2`;touch${IFS}pwned-3>|& --node-ip=$HOME'\n"
+    )
+    assert _sourced(path) == ["--v=2", *(f"--{name}={value}" for name, value in flags.items())]
+    assert sorted(_files(tmp_path)) == ["kubelet"], "the shell created no file: nothing was run"
+
+
+def test_an_unquoted_line_with_a_redirection_is_rewritten_quoted(tmp_path):
+    path = tmp_path / "kubelet"
+    _write(path, "KUBELET_EXTRA_ARGS=--eviction-hard=memory.available<100Mi\n")
+    res = _run(path, flags={"v": "2"})
+    assert not res.failed, res.result
+    assert path.read_text() == "KUBELET_EXTRA_ARGS='--eviction-hard=memory.available<100Mi --v=2'\n"
+    assert _sourced(path) == ["--eviction-hard=memory.available<100Mi", "--v=2"]
+
+
+@pytest.mark.parametrize(
+    ("line", "flag", "char"),
+    [
+        ("KUBELET_EXTRA_ARGS='--node-ip=\"10.0.0.5\"'\n", "the flag --node-ip ('--node-ip=\"10.0.0.5\"')", "'\"'"),
+        ('KUBELET_EXTRA_ARGS="--provider-id=it\'s"\n', 'the flag --provider-id ("--provider-id=it\'s")', '"\'"'),
+        ("KUBELET_EXTRA_ARGS='--x=a\\b'\n", "the flag --x ('--x=a\\\\b')", "'\\\\'"),
+        ("KUBELET_EXTRA_ARGS='--x=a\x01b'\n", "the flag --x ('--x=a\\x01b')", "'\\x01'"),
+    ],
+)
+def test_a_flag_that_cannot_be_quoted_for_both_readers_is_refused_by_name(tmp_path, line, flag, char):
+    path = tmp_path / "kubelet"
+    before = _write(path, line)
+    res = _run(path, flags={"v": "2"}, backup=True)
+    assert res.failed
+    assert res.result["msg"] == (
+        f"{path}: {flag} holds {char}, which cannot be quoted so that a shell that sources the file and systemd's "
+        f"EnvironmentFile both read the same flags. {path} was left unchanged; remove that character from the flag "
+        "(in the file or in the task), then run again."
+    )
+    assert path.read_bytes() == before
+    assert _files(tmp_path) == ["kubelet"]
+
+
+@pytest.mark.parametrize("value", ["a\x01b", "a\x7fb", "a\ufeffb"])
+def test_control_characters_in_a_task_flag_are_refused(tmp_path, value):
+    path = tmp_path / "kubelet"
+    before = _write(path, DEBIAN_DEFAULT)
+    res = _run(path, flags={"node-ip": value})
+    assert res.failed
+    assert res.result["msg"].startswith(f"flags: the value of 'node-ip' ({value!r}) contains whitespace, a quote")
+    assert path.read_bytes() == before

@@ -970,3 +970,68 @@ def test_sources_changed_in_this_run(platform, registered, changed):
 def test_install_pending_only_in_check_mode(check_mode, result, pending):
     role = Role("debian12", ansible_check_mode=check_mode, __nvidia_driver_packages_result=result)
     assert role["__nvidia_driver_install_pending"] is pending
+
+
+# ---- driver version changes: refused in site.yml, done by playbooks/upgrade_driver.yml ----------------------
+
+
+def _version_change_check() -> dict:
+    block = _preflight_task("Refuse a driver version change outside the rolling upgrade")
+    return next(
+        task for task in block["block"] if task["name"] == "Check that this run keeps the node's driver version"
+    )
+
+
+@pytest.mark.parametrize(
+    ("loaded", "installed", "variables", "changes"),
+    [
+        ("570.172.08", None, {"nvidia_driver_version": "580.95.05"}, True),
+        ("580.95.05", None, {"nvidia_driver_version": "580.95.05"}, False),
+        (None, "570.172.08-1", {"nvidia_driver_version": "580.95.05"}, True),  # installed, reboot pending
+        ("570.172.08", "580.95.05-1", {"nvidia_driver_version": "580.95.05"}, True),  # loaded one counts
+        ("570.172.08", None, {"nvidia_driver_branch": "580"}, True),
+        ("570.172.08", None, {"nvidia_driver_branch": "570"}, False),
+        ("570.172.08", None, {}, False),  # nothing requested: the installed driver stays
+        (None, None, {"nvidia_driver_version": "580.95.05"}, False),  # a node without a driver gets one
+    ],
+)
+def test_a_driver_version_change_is_detected_from_the_loaded_else_the_installed_driver(
+    loaded, installed, variables, changes
+):
+    probe = Role("ubuntu2204")
+    packages = {} if installed is None else {probe["__nvidia_driver_version_package"]: [{"version": installed}]}
+    role = Role(
+        "ubuntu2204",
+        facts={"packages": packages, "gpu_node": {"driver": {"loaded": loaded is not None, "version": loaded}}},
+        **variables,
+    )
+    assert role["__nvidia_driver_changes_version"] is changes
+    assert role.condition(_version_change_check()["ansible.builtin.assert"]["that"]) is (not changes)
+
+
+def test_the_refusal_names_the_versions_and_the_rolling_playbook():
+    role = Role(
+        "debian12",
+        facts={"gpu_node": {"driver": {"loaded": True, "version": "535.216.01"}}},
+        nvidia_driver_version="550.163.01",
+    )
+    message = role.templar.template(trust_as_template(_version_change_check()["ansible.builtin.assert"]["fail_msg"]))
+    assert " ".join(message.split()) == (
+        "node1 has NVIDIA driver 535.216.01 (loaded), but nvidia_driver_version is 550.163.01. Changing it replaces "
+        "the driver under running GPU pods and reboots the node, and this play would do that to all its nodes at "
+        "once, without a drain. Nothing was changed. Upgrade with the rolling playbook, which drains and reboots one "
+        "batch at a time: ansible-playbook -i <inventory> playbooks/upgrade_driver.yml "
+        "-e nvidia_driver_version=550.163.01; or set nvidia_driver_version to 535.216.01 to keep the node's driver."
+    )
+
+
+def test_site_yml_refuses_version_changes_and_the_rolling_upgrade_allows_them():
+    block = _preflight_task("Refuse a driver version change outside the rolling upgrade")
+    assert "nvidia_driver_version_change == 'refuse'" in block["when"]
+    gpu_nodes = yaml.safe_load((ROOT / "playbooks" / "gpu_nodes.yml").read_text())[0]
+    [driver] = [role for role in gpu_nodes["roles"] if role["role"] == "nvidia_driver"]
+    assert driver["vars"]["nvidia_driver_version_change"] == "refuse"
+    upgrade = yaml.safe_load((ROOT / "playbooks" / "upgrade_driver.yml").read_text())[0]
+    [driver] = [role for role in upgrade["roles"] if role["role"] == "nvidia_driver"]
+    assert driver["vars"]["nvidia_driver_version_change"] == "allow"
+    assert upgrade["serial"] and upgrade["max_fail_percentage"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 from unittest import mock
 
 import pytest
@@ -187,6 +188,10 @@ def test_a_value_that_replaces_a_table_is_written_as_a_value():
 # --------------------------------------------------------------------------- the action plugin
 
 
+def _bytes(data) -> bytes:
+    return data if isinstance(data, bytes) else data.encode()
+
+
 class FakeNode:
     """The node as the action sees it: files, and what the copy action received."""
 
@@ -208,21 +213,25 @@ class FakeNode:
         if module_name == "ansible.legacy.file":
             self.directories.add(module_args["path"])
             return {"changed": True}
+        if module_name == "ansible.legacy.config_file_write":
+            return self.write(module_args)
         raise AssertionError(f"unexpected module {module_name}")
 
-    def copy_action(self, name, task, **_kwargs):
-        assert name == "ansible.legacy.copy"
-        node = self
+    def write(self, args: dict) -> dict:
+        """What config_file_write does with the bytes: compare with what was read, then write."""
+        self.copies.append(dict(args))
+        if self.copy_result.get("failed"):
+            return dict(self.copy_result)
+        current = self.files.get(args["dest"])
+        current_sha1 = "" if current is None else hashlib.sha1(_bytes(current)).hexdigest()
+        if "expected_sha1" in args and args["expected_sha1"] != current_sha1:
+            return {"failed": True, "conflict": True, "msg": f"{args['dest']} changed on the node after it was read"}
+        self.files[args["dest"]] = args["content"]
+        self.on_write(args["dest"])
+        return {"changed": True, "path": args["dest"], **self.copy_result}
 
-        class Copy:
-            def run(self, task_vars=None):
-                node.copies.append({**task.args, "_diff": task.diff})
-                if node.copy_result.get("failed"):
-                    return dict(node.copy_result)
-                node.files[task.args["dest"]] = task.args["content"]
-                return {"changed": True, "dest": task.args["dest"], **node.copy_result}
-
-        return Copy()
+    def on_write(self, path: str) -> None:
+        """Hook for tests: runs after each write."""
 
 
 def run_action(node: FakeNode, args: dict, check_mode: bool = False, diff: bool = True) -> dict:
@@ -237,8 +246,6 @@ def run_action(node: FakeNode, args: dict, check_mode: bool = False, diff: bool 
     connection = mock.MagicMock()
     connection._shell.tmpdir = None
     action = plugin.ActionModule(task, connection, mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), None)
-    action._shared_loader_obj = mock.MagicMock()
-    action._shared_loader_obj.action_loader.get.side_effect = node.copy_action
     with (
         mock.patch.object(action, "_execute_remote_stat", side_effect=node.stat),
         mock.patch.object(action, "_execute_module", side_effect=node.execute_module),
@@ -277,8 +284,7 @@ def test_action_writes_through_copy_with_backup_validate_and_file_attributes():
     assert copy["validate"] == "check %s"
     assert copy["owner"] == "root"
     assert copy["mode"] == "0640"
-    assert copy["follow"] is True
-    assert copy["_diff"] is False
+    assert copy["expected_sha1"] == hashlib.sha1(PACKAGE_DEFAULT.encode()).hexdigest()
     assert "group" not in copy
     assert parsed(node.files[PATH])["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False
 
@@ -367,3 +373,47 @@ def test_documentation_matches_the_action_argument_spec():
         assert spec.get("choices") == tm.ARGUMENT_SPEC[name].get("choices"), name
         assert spec.get("required", False) == tm.ARGUMENT_SPEC[name].get("required", False), name
         assert spec.get("elements") == tm.ARGUMENT_SPEC[name].get("elements"), name
+
+
+def test_action_merges_again_when_another_run_wrote_the_file_in_between():
+    node = FakeNode({PATH: PACKAGE_DEFAULT})
+    other = PACKAGE_DEFAULT.replace("disable-require = false", "disable-require = true")
+    execute = node.execute_module
+    reads = []
+
+    def racing(module_name, module_args, **kwargs):
+        result = execute(module_name, module_args, **kwargs)
+        if module_name == "ansible.legacy.slurp":
+            reads.append(1)
+            if len(reads) == 1:
+                node.files[PATH] = other
+        return result
+
+    node.execute_module = racing
+    result = run_action(node, {"path": PATH, "settings": HARDENING})
+    assert result["changed"] is True, result
+    assert len(reads) == 2 and len(node.copies) == 2
+    assert parsed(node.files[PATH])["disable-require"] is True, "the other run's change is kept"
+    assert parsed(node.files[PATH])["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False
+
+
+def test_action_gives_up_when_the_file_keeps_changing_and_writes_nothing():
+    node = FakeNode({PATH: PACKAGE_DEFAULT})
+    execute = node.execute_module
+    counter = []
+
+    def always_racing(module_name, module_args, **kwargs):
+        result = execute(module_name, module_args, **kwargs)
+        if module_name == "ansible.legacy.slurp":
+            counter.append(1)
+            node.files[PATH] = PACKAGE_DEFAULT + f"\n# edit {len(counter)}\n"
+        return result
+
+    node.execute_module = always_racing
+    result = run_action(node, {"path": PATH, "settings": HARDENING})
+    assert result["failed"] is True and result["changed"] is False
+    assert result["msg"] == (
+        f"{PATH} changed on the node after it was read Gave up after 3 attempts: something rewrites the file "
+        "continuously; stop it, then run again."
+    )
+    assert node.files[PATH] == PACKAGE_DEFAULT + "\n# edit 3\n"

@@ -137,7 +137,9 @@ def test_the_dropin_is_a_full_kubelet_configuration_on_1_31_and_absent_on_1_27(h
 
 def test_the_main_config_is_merged_on_1_27_and_untouched_on_1_31(host):
     text = host.file(MAIN_CONFIG).content_string
-    backups = [name for name in host.file("/var/lib/kubelet").listdir() if name.startswith("config.yaml.")]
+    assert [name for name in host.file("/var/lib/kubelet").listdir() if name.startswith("config.yaml.")] == []
+    tree = host.file("/var/backups/gpu-node-provisioning/var/lib/kubelet")
+    backups = [name for name in tree.listdir() if name.endswith("~")] if tree.exists else []
     assert host.file(MAIN_CONFIG).mode == 0o644
     if _is_dropin_node(host):
         assert text == PREPARED_CONFIG_TEXT
@@ -154,7 +156,11 @@ def test_the_main_config_is_merged_on_1_27_and_untouched_on_1_31(host):
     # kubeadm's keys keep their order; ours that were not there are appended
     assert list(config)[: len(PREPARED_CONFIG)] == list(PREPARED_CONFIG)
     assert len(backups) == 1, backups
-    assert host.file(f"/var/lib/kubelet/{backups[0]}").content_string == PREPARED_CONFIG_TEXT
+    assert host.file(f"{tree.path}/{backups[0]}").content_string == PREPARED_CONFIG_TEXT
+    # the merge keeps the file's comments (a round-trip YAML library on the controller)
+    comments = [line for line in PREPARED_CONFIG_TEXT.splitlines() if line.startswith("#")]
+    assert text.splitlines()[: len(comments)] == comments
+    assert "clusterDNS:\n- 10.96.0.10\n" in text, "kubeadm's unindented lists stay unindented"
 
 
 def test_no_alpha_environment_for_1_27_and_1_31(host):
@@ -211,10 +217,13 @@ def test_the_gpu_label_is_set_on_a_gpu_node_and_removed_elsewhere(host):
         assert "nvidia.com/gpu.present" not in labels
 
 
-def test_the_env_file_backup_holds_the_admins_file(host):
-    backups = [name for name in host.file("/etc/default").listdir() if name.startswith("kubelet.")]
+def test_the_env_file_backup_holds_the_admins_file_in_the_backup_tree(host):
+    assert [name for name in host.file("/etc/default").listdir() if name.startswith("kubelet.")] == []
+    tree = "/var/backups/gpu-node-provisioning/etc/default"
+    backups = [name for name in host.file(tree).listdir() if name.startswith("kubelet.") and name.endswith("~")]
     assert len(backups) == 1, backups
-    assert host.file(f"/etc/default/{backups[0]}").content_string == _prepared_env_text(host)
+    assert host.file(f"{tree}/{backups[0]}").content_string == _prepared_env_text(host)
+    assert host.file(f"{tree}/{backups[0]}").mode == host.file(ENV_FILE).mode
 
 
 # --- the stand-in kubelet ------------------------------------------------------------------------------------
@@ -266,6 +275,14 @@ def test_the_last_start_saw_our_configuration(host):
     else:
         assert last["config_dir"] is None
         assert last["dropins"] == {}
+
+
+def test_a_shell_that_sources_the_env_file_reads_exactly_the_flags_systemd_gave_the_kubelet(host):
+    last = _starts(host)[-1]
+    sourced = host.check_output(f"bash -c 'set -a; . {ENV_FILE}; printf \"%s\\n\" $KUBELET_EXTRA_ARGS'").splitlines()
+    assert last["argv"][-len(sourced) :] == sourced
+    assert "--provider-id=gce://p/z/node<1>$(touch${IFS}/tmp/pwned)`touch${IFS}/tmp/pwned2`" in sourced
+    assert not host.file("/tmp/pwned").exists and not host.file("/tmp/pwned2").exists
 
 
 def test_the_running_kubelet_is_the_last_start_and_healthy(host):
@@ -356,6 +373,20 @@ BAD_INPUTS = {
         {"kubelet_seccomp_default": "yes"},
         ROLE_CHECK,
         "kubelet_seccomp_default: 'yes' is a string; use true, false or null (unquoted).",
+    ),
+    "config-dir-with-a-space": (
+        # used to pass: the drop-in was written, then kubelet_flags refused --config-dir (half applied)
+        {"kubelet_config_dir": "/etc/kubernetes/kubelet conf.d"},
+        ROLE_CHECK,
+        "kubelet_config_dir: '/etc/kubernetes/kubelet conf.d' contains whitespace, a quote, a backslash or a "
+        "control character, which cannot be passed on the kubelet's command line (KUBELET_EXTRA_ARGS is split at "
+        "whitespace); use a path without them.",
+    ),
+    "label-value-ending-in-a-newline": (
+        {"kubelet_node_labels": {"example.com/gpu-pool": "a100\n"}},
+        ROLE_CHECK,
+        "kubelet_node_labels: label value 'a100\\n' is not valid: it must be empty or at most 63 characters: "
+        "letters, digits, '-', '_' and '.', starting and ending with a letter or digit (label 'example.com/gpu-pool').",
     ),
     "wrong-type-list-for-dict": (
         {"kubelet_feature_gates": ["CPUManagerPolicyBetaOptions"]},

@@ -184,9 +184,11 @@ def test_config_toml_has_the_hardening_keys_and_keeps_unmanaged_settings(host):
     assert text.startswith("# pre-existing config (molecule prepare)")
 
 
-def test_config_toml_was_backed_up_before_the_change(host):
-    backups = host.run(f"ls {CONFIG}.*~").stdout.split()
+def test_config_toml_was_backed_up_before_the_change_into_the_backup_tree(host):
+    assert host.run(f"ls {CONFIG}.*~").rc != 0, "no backup beside the file"
+    backups = host.run(f"ls /var/backups/gpu-node-provisioning{CONFIG}.*~").stdout.split()
     assert len(backups) == 1, backups  # one change: converge; the idempotence and pin-change runs wrote nothing
+    assert host.file(backups[0]).mode == host.file(CONFIG).mode
     original = tomllib.loads(host.file(backups[0]).content_string)
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged" not in original
     assert original["nvidia-container-runtime"]["log-level"] == "debug"

@@ -232,6 +232,7 @@ def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host, node
     said = _said(run)
     assert "containerd did not come back after its config changed" in said
     assert "CRI plugin did not load" in said
+    assert f"Rolled back: restored {CONFIG} from /var/backups/gpu-node-provisioning{CONFIG}." in said
     assert "is running again with its previous config" in said
     for name, node in nodes.items():
         assert " failed=1 " in recap[name] and " rescued=1 " in recap[name], recap[name]
@@ -275,3 +276,15 @@ def test_a_large_config_is_not_rolled_back(host, nodes):
         assert "mirror-1499.registry.example" in dump or "X-Gpunode-Test-1499" in dump
         assert _cri_ok(node)
         assert _pod_runs(name, "nvidia")
+
+
+def test_backups_live_outside_the_directories_the_daemons_read(nodes):
+    """One backup tree, mirroring the original paths; nothing left beside the files (CRI-O, for one, reads every
+    file of crio.conf.d, so a backup there would be live config). The backups keep the file's mode."""
+    for name, node in nodes.items():
+        debris = node.check_output("find /etc/containerd /etc/docker -name '*~' -o -name '*.bak' -o -name '.*.tmp'")
+        assert debris == "", f"{name}: {debris}"
+        backups = node.check_output(f"find /var/backups/gpu-node-provisioning{CONFIG}* -maxdepth 0 -name '*~'")
+        assert backups.splitlines(), f"{name}: no backup of {CONFIG} in the backup tree"
+        newest = node.check_output(f"ls -t /var/backups/gpu-node-provisioning{CONFIG}.*~ | head -n 1")
+        assert node.file(newest).mode == 0o600, f"{name}: the backup of a 0600 file is readable by others"
