@@ -1,11 +1,10 @@
 """runtime_config's restart transaction judged by what the kubelet sees (issue 12), on all three nodes at once.
 
 Each test drives the role once against rc-debian12, rc-debian13 and rc-forky (containerd 1.6, 1.7, 2.1)
-and checks every node: --check --diff, a changed setting, configs docker and containerd refuse, a refused
-binary path, nvidia as the default and back, a change written but not
-applied, a CRI plugin that does not load (rolled back byte for byte), and a large config (not rolled back).
-The tests run in this order; the first one gives config.toml mode 0600 (as when it holds registry
-passwords), and the later ones check that the role keeps it.
+and checks every node: --check --diff, a changed setting, a refused binary path, nvidia as the default and
+back, a change written but not applied, a CRI plugin that does not load (rolled back byte for byte), a large
+config (not rolled back), and where the backups went. The tests run in this order; the third one gives
+config.toml mode 0600 (as when it holds registry passwords), and the later ones check that the role keeps it.
 """
 
 from __future__ import annotations
@@ -127,42 +126,6 @@ def test_a_changed_setting_changes_only_that_key(host, nodes):
         assert node.service("docker").is_running
 
 
-def test_docker_refusing_its_config_is_rolled_back(host, nodes):
-    before = {name: node.file(DAEMON_JSON).content_string for name, node in nodes.items()}
-    # dockerd refuses a key that is also a flag of its unit (-H fd://)
-    bad = {
-        "runtime_config_docker_settings": {"hosts": ["unix:///run/gpunode-test.sock"]},
-        "runtime_config_health_retries": 3,
-    }
-    run, recap = _run_all(host, bad)
-    assert run.returncode != 0
-    said = _said(run)
-    assert "docker did not come back after its config changed" in said
-    assert f"Rolled back: restored {DAEMON_JSON} from " in said
-    assert "is running again with its previous config" in said
-    for name, node in nodes.items():
-        assert " failed=1 " in recap[name] and " rescued=1 " in recap[name], recap[name]
-        assert node.file(DAEMON_JSON).content_string == before[name]
-        assert node.run("docker info").rc == 0
-
-
-def test_containerd_refusing_its_config_is_rolled_back(host, nodes):
-    before = {name: node.file(CONFIG).content_string for name, node in nodes.items()}
-    # parses fine (config dump accepts it) but containerd cannot start with it
-    bad = {"runtime_config_containerd_settings": {"root": "/proc/gpunode-refused"}, "runtime_config_health_retries": 3}
-    run, recap = _run_all(host, bad)
-    assert run.returncode != 0
-    said = _said(run)
-    assert "containerd did not come back after its config changed" in said
-    assert f"Rolled back: restored {CONFIG} from " in said
-    assert "is running again with its previous config" in said
-    for name, node in nodes.items():
-        assert " failed=1 " in recap[name] and " rescued=1 " in recap[name], recap[name]
-        assert node.file(CONFIG).content_string == before[name]
-        assert node.run("ctr version").rc == 0
-        assert _cri_ok(node)
-
-
 def test_a_runtime_binary_that_does_not_exist_is_refused_before_anything_is_written(host, nodes):
     for node in nodes.values():
         node.check_output(f"chmod 0600 {CONFIG}")  # from here on: config.toml holds "registry passwords"
@@ -213,8 +176,6 @@ def test_a_change_written_but_not_applied_is_applied_by_the_next_run(host, nodes
         assert not node.file(f"{STATE}/pending-restart-containerd.json").exists
         assert _pod_runs(name, "gpunode-pending")
         assert node.file(CONFIG).mode == 0o600, "config.toml lost its mode 0600"
-    run, recap = _run_all(host, pending)
-    assert all(" changed=0 " in recap[name] for name in NODES), recap
 
 
 def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host, nodes):
