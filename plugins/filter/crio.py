@@ -44,7 +44,9 @@ def crio_runtime_entry(config_text: str, name: str, binary: str) -> dict:
     default = runtime.get("default_runtime") or next((n for n in FALLBACK_DEFAULTS if n in runtimes), None)
     source = runtimes.get(default) if default != name else None
     if not isinstance(source, Mapping):
-        source = next((runtimes[n] for n in FALLBACK_DEFAULTS if n != name and isinstance(runtimes.get(n), Mapping)), {})
+        source = next(
+            (runtimes[n] for n in FALLBACK_DEFAULTS if n != name and isinstance(runtimes.get(n), Mapping)), {}
+        )
     entry = copy.deepcopy(dict(source))
     entry["runtime_path"] = binary
     if not entry.get("runtime_type"):
