@@ -233,7 +233,7 @@ def test_a_large_config_is_not_rolled_back(host, nodes):
     for name, node in nodes.items():
         assert _started(node) != started[name]
         dump = node.check_output("containerd config dump")
-        assert len(dump) > 128 * 1024, len(dump)
+        assert len(dump) > 64 * 1024, len(dump)  # larger than a pipe's buffer (rc-forky's headers: ~74 KB)
         assert "mirror-1499.registry.example" in dump or "X-Gpunode-Test-1499" in dump
         assert _cri_ok(node)
         assert _pod_runs(name, "nvidia")
