@@ -12,10 +12,20 @@ description:
   - Merges a runtime entry (for example the NVIDIA container runtime), the default runtime, CDI and any raw
     O(settings) into containerd's C(config.toml). Everything it is not told about stays as it is, comments and
     layout included. The file is edited with tomlkit on the controller, so the node needs nothing but Python.
-  - The runtime's C(options) are copied from the runtime that C(default_runtime_name) names, else from C(runc)
-    (only one with the same C(runtime_type)), so the new runtime gets the same cgroup driver (C(SystemdCgroup))
-    as the kubelet. Then O(runtime.options) is merged over them and C(BinaryName) is set to O(runtime.path).
-    Where there is nothing to copy from, C(SystemdCgroup) is only written when O(runtime.options) gives it.
+  - The new runtime's table is a copy of the default runtime's whole table (C(runtime_type), C(options) with
+    C(SystemdCgroup), C(base_runtime_spec), pod/container annotations, C(privileged_without_host_devices) and
+    whatever else the node's containerd has), as NVIDIA's own tooling does; only C(options.BinaryName) is
+    replaced by O(runtime.path) and O(runtime.options) merged over the options. The default runtime is the one
+    C(default_runtime_name) names in containerd's B(effective) config (C(containerd --config <path> config dump)
+    on the node, imports included), else C(runc); its table comes from that effective config, else from the
+    file, else from C(containerd config default). Only a runtime with the same C(runtime_type) is copied.
+  - When the file has no table for the default runtime (Debian's packaged config.toml has no C(runtimes) at
+    all), that runtime's effective table is written too; containerd 1.x replaces its built-in runtimes with the
+    file's C(runtimes) table, and without a table for C(default_runtime_name) its CRI plugin does not load
+    (C(ctr plugins ls) shows C(cri) C(error)), so no pod could run.
+  - Refuses, changing nothing, when an imported file (the effective config differs from the file) makes
+    O(runtime.name) the default runtime while O(default_runtime) does not ask for it, or gives O(runtime.name)
+    another C(BinaryName); the message names the key and what to remove.
   - The tables follow the file's config version. Version 1 (no C(version) key) uses C(plugins.cri),
     version 2 C(plugins."io.containerd.grpc.v1.cri"), version 3 (containerd 2.x)
     C(plugins."io.containerd.cri.v1.runtime"). Runtimes live under C(<that table>.containerd.runtimes),
@@ -68,6 +78,13 @@ options:
       - Keep runc the default on GPU nodes and give GPUs to pods through CDI; with nvidia as the default,
         any pod that sets C(NVIDIA_VISIBLE_DEVICES) sees GPUs.
     type: str
+  unset_default:
+    description:
+      - Remove C(default_runtime_name) from the file when it names O(runtime.name) and O(default_runtime) is not
+        set, so containerd's own default (C(runc)) applies again. The role sets it when
+        C(runtime_config_set_as_default) is false, so nvidia never silently stays the default.
+    type: bool
+    default: false
   enable_cdi:
     description:
       - Value of C(enable_cdi) in the CRI table. Leave unset to keep the current value
@@ -231,6 +248,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+default_runtime_table_written:
+  description: Name of the default runtime whose table was written too because the file had none (else null).
+  type: str
+  returned: always
 path:
   description: The main configuration file.
   returned: always

@@ -46,6 +46,7 @@ ARGUMENT_SPEC = {
         },
     },
     "default_runtime": {"type": "str"},
+    "unset_default": {"type": "bool", "default": False},
     "enable_cdi": {"type": "bool"},
     "cdi_spec_dirs": {"type": "list", "elements": "str"},
     "settings": {"type": "dict", "default": {}},
@@ -107,6 +108,30 @@ class ActionModule(ActionBase):
             )
         return to_text(res.get("stdout", ""))
 
+    def _containerd_view(self, binary: str | None, path: str, existed: bool, ct) -> tuple[dict | None, dict | None]:
+        """(effective config of ``path`` with its imports, ``containerd config default``), parsed; None each where
+        containerd is not installed. The effective config is what containerd runs with once (re)started."""
+        if binary is None:
+            return None, None
+        effective = None
+        if existed:
+            res = self._low_level_execute_command(
+                f"{shlex.quote(binary)} --config {shlex.quote(path)} config dump", sudoable=True
+            )
+            if res.get("rc") != 0:
+                raise AnsibleActionFail(
+                    f"containerd cannot read its current config: `{binary} --config {path} config dump` failed "
+                    f"(rc={res.get('rc')}): {to_text(res.get('stderr', '')).strip()[-500:]}. Fix {path} (or the "
+                    "files it imports) by hand or restore a backup, then run again. Nothing was changed."
+                )
+            effective = ct.parse_document(to_text(res.get("stdout", "")), f"`containerd --config {path} config dump`")
+            effective = effective.unwrap()
+        res = self._low_level_execute_command(f"{shlex.quote(binary)} config default", sudoable=True)
+        defaults = None
+        if res.get("rc") == 0:
+            defaults = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config default`").unwrap()
+        return effective, defaults
+
     def _write(self, outcome, args: dict, binary: str | None, task_vars: dict) -> dict:
         """Write ``outcome.after`` through config_file_write (atomic, backup, validate, file attributes)."""
         cf = _controller_files()
@@ -135,6 +160,7 @@ class ActionModule(ActionBase):
         request = ct.Request(
             runtime=args["runtime"],
             default_runtime=args["default_runtime"],
+            unset_default=args["unset_default"],
             enable_cdi=args["enable_cdi"],
             cdi_spec_dirs=args["cdi_spec_dirs"],
             settings=args["settings"] or {},
@@ -160,6 +186,8 @@ class ActionModule(ActionBase):
             else:
                 text = ""
 
+        request.effective, request.defaults = self._containerd_view(binary, path, existed, ct)
+
         if args["method"] == "dropin":
             dropin_path = args["dropin_path"] or ct.default_dropin_path(args["runtime"])
             dropin_text = self._read(dropin_path, task_vars)
@@ -182,6 +210,7 @@ class ActionModule(ActionBase):
             "version": root.version,
             "runtime_table": main.runtime_table,
             "options_copied_from": main.options_copied_from,
+            "default_runtime_table_written": main.default_table_written,
             "containerd_version": ".".join(str(part) for part in containerd_version) if containerd_version else None,
             "diff": [outcome.diff() for outcome in changed],
         }

@@ -85,6 +85,7 @@ __all__ = [
     "TablePaths",
     "build_changes",
     "check_dropin_allowed",
+    "check_effective",
     "config_version",
     "default_dropin_path",
     "dotted_key",
@@ -124,6 +125,12 @@ class Request:
     cdi_spec_dirs: list | None = None
     settings: Mapping = field(default_factory=dict)
     list_strategy: str = "replace"
+    # remove default_runtime_name when it names runtime.name (nvidia must not silently stay the default)
+    unset_default: bool = False
+    # what containerd itself says (parsed TOML, plain dicts): the effective config of the file,
+    # imports included (`containerd --config <path> config dump`), and `containerd config default`
+    effective: Mapping | None = None
+    defaults: Mapping | None = None
 
 
 @dataclass
@@ -138,6 +145,7 @@ class Outcome:
     runtime_table: str | None = None
     options_copied_from: str | None = None
     existed: bool = True
+    default_table_written: str | None = None
 
     def diff(self) -> dict:
         return {"before_header": self.path, "after_header": self.path, "before": self.before, "after": self.after}
@@ -277,30 +285,107 @@ def _plain(value):
     return unwrap() if callable(unwrap) else copy.deepcopy(value)
 
 
-def _options_source(doc, paths: TablePaths, runtime_name: str, runtime_type: str):
-    """Return (name, options) of the runtime whose options the new runtime copies, or (None, {}).
+def _cri_runtimes(config: Mapping | None) -> tuple[dict, str | None]:
+    """(runtimes, default_runtime_name) of a parsed containerd config of any supported version, or ({}, None)."""
+    if not isinstance(config, Mapping):
+        return {}, None
+    version = config.get("version", 1)
+    if version not in CRI_TABLES:
+        return {}, None
+    paths = table_paths(version)
+    runtimes = config_merge.get_path(config, list(paths.runtimes), {})
+    default = config_merge.get_path(config, [*paths.containerd, "default_runtime_name"])
+    runtimes = _plain(runtimes) if isinstance(runtimes, Mapping) else {}
+    return runtimes, (_plain(default) if isinstance(_plain(default), str) and _plain(default) else None)
 
-    Candidates, in order: the runtime named by default_runtime_name, then ``runc``; never the runtime
-    being configured, and only one of the same runtime_type (a kata runtime's options mean nothing to runc).
-    """
-    runtimes = config_merge.get_path(doc, list(paths.runtimes), {})
-    if not isinstance(runtimes, Mapping):
-        return None, {}
-    default_name = config_merge.get_path(doc, [*paths.containerd, "default_runtime_name"])
-    candidates = []
-    for name in (_plain(default_name) if default_name is not None else None, "runc"):
-        if isinstance(name, str) and name and name != runtime_name and name not in candidates:
-            candidates.append(name)
-    for name in candidates:
+
+def _runtime_entry(name: str, sources) -> tuple[dict | None, str | None]:
+    """The whole table of runtime ``name`` from the first source (label, runtimes) that has it."""
+    for label, runtimes in sources:
         entry = runtimes.get(name)
-        if not isinstance(entry, Mapping):
+        if isinstance(entry, Mapping):
+            return copy.deepcopy(dict(entry)), label
+    return None, None
+
+
+def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
+    """Work out, from the file, containerd's effective config and its defaults, which runtime is the default
+    once this request is applied, whose table the new runtime copies, and whether the default runtime's own
+    table must be written into the file (it is not there, so a runtimes table without it would drop it)."""
+    name = request.runtime["name"] if request.runtime else None
+    runtime_type = (request.runtime or {}).get("runtime_type") or DEFAULT_RUNTIME_TYPE
+    file_runtimes = _plain(config_merge.get_path(doc, list(paths.runtimes), {}))
+    file_runtimes = file_runtimes if isinstance(file_runtimes, Mapping) else {}
+    file_default = _plain(config_merge.get_path(doc, [*paths.containerd, "default_runtime_name"]))
+    effective_runtimes, effective_default = _cri_runtimes(request.effective)
+    default_runtimes, builtin_default = _cri_runtimes(request.defaults)
+    if request.default_runtime is not None:
+        target = request.default_runtime
+    elif request.unset_default and file_default == name:
+        target = builtin_default or "runc"
+    else:
+        target = effective_default or (file_default if isinstance(file_default, str) else None)
+        target = target or builtin_default or "runc"
+    sources = [
+        ("the effective config", effective_runtimes),
+        ("the file", file_runtimes),
+        ("containerd config default", default_runtimes),
+    ]
+    source_name = source = None
+    for candidate in (target, "runc"):
+        if candidate == name:
             continue
-        entry_type = entry.get("runtime_type")
-        if entry_type is not None and _plain(entry_type) != runtime_type:
+        entry, _label = _runtime_entry(candidate, sources)
+        if entry is None:
             continue
-        options = entry.get("options")
-        return name, (_plain(options) if isinstance(options, Mapping) else {})
-    return None, {}
+        if entry.get("runtime_type") not in (None, "", runtime_type):
+            continue  # a kata runtime's table means nothing to runc
+        source_name, source = candidate, entry
+        break
+    write_default = None
+    if name is not None and target != name and target not in file_runtimes:
+        entry, _label = _runtime_entry(target, [sources[0], sources[2]])
+        if entry is not None:
+            write_default = (target, entry)
+    return {
+        "target": target,
+        "source_name": source_name,
+        "source": source,
+        "write_default": write_default,
+        "file_default": file_default,
+        "effective_default": effective_default,
+        "effective_runtimes": effective_runtimes,
+        "file_runtimes": file_runtimes,
+    }
+
+
+def check_effective(path: str, plan: dict, request: Request) -> None:
+    """Refuse when containerd's effective config (imports included) overrides what this request writes to
+    ``path``: an imported file that makes the runtime the default, or gives it another binary."""
+    if request.effective is None or request.runtime is None:
+        return
+    name, binary = request.runtime["name"], request.runtime["path"]
+    imports = (request.effective or {}).get("imports") or []
+    where = f"a file it imports ({', '.join(map(str, imports))})" if imports else "an imported file"
+    if plan["effective_default"] == name and plan["file_default"] != name and request.default_runtime != name:
+        raise ContainerdConfigError(
+            f"containerd's effective config (`containerd --config {path} config dump`, imports included) makes "
+            f"{name!r} the default runtime, but {path} does not: {where} sets default_runtime_name = {name!r}. "
+            f"Every pod without a RuntimeClass would run through {name}. Remove default_runtime_name from that "
+            f"file (or set runtime_config_set_as_default: true if you really want it), then run again. "
+            f"Nothing was changed."
+        )
+    effective_entry = plan["effective_runtimes"].get(name)
+    file_entry = plan["file_runtimes"].get(name)
+    effective_binary = (effective_entry or {}).get("options", {}).get("BinaryName") if effective_entry else None
+    file_binary = (file_entry or {}).get("options", {}).get("BinaryName") if isinstance(file_entry, Mapping) else None
+    if effective_entry is not None and effective_binary != file_binary:
+        raise ContainerdConfigError(
+            f"containerd's effective config (`containerd --config {path} config dump`, imports included) runs the "
+            f"{name!r} runtime as BinaryName = {effective_binary!r}, but {path} says {file_binary!r}: {where} "
+            f"defines runtimes.{name} and wins over {path}. Remove runtimes.{name} from that file (or make it "
+            f"BinaryName = {binary!r}), then run again. Nothing was changed."
+        )
 
 
 def _check_request(request: Request) -> None:
@@ -340,13 +425,18 @@ def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str
             node = node.setdefault(key, {})
         node[path[-1]] = value
 
+    plan = _default_runtime_plan(source_doc, paths, request)
     if request.runtime is not None:
         runtime = request.runtime
         runtime_type = runtime.get("runtime_type") or DEFAULT_RUNTIME_TYPE
-        copied_from, options = _options_source(source_doc, paths, runtime["name"], runtime_type)
+        copied_from, table = plan["source_name"], plan["source"] or {}
+        options = table.get("options") if isinstance(table.get("options"), Mapping) else {}
         options = config_merge.merge(options, dict(runtime.get("options") or {}), "replace")
         options["BinaryName"] = runtime["path"]
-        put(paths.runtime(runtime["name"]), {"runtime_type": runtime_type, "options": options})
+        entry = {**table, "runtime_type": runtime_type, "options": options}
+        if plan["write_default"] is not None:
+            put(paths.runtime(plan["write_default"][0]), plan["write_default"][1])
+        put(paths.runtime(runtime["name"]), entry)
         runtime_table = dotted_key(paths.runtime(runtime["name"]))
     if request.default_runtime is not None:
         put((*paths.containerd, "default_runtime_name"), request.default_runtime)
@@ -356,6 +446,16 @@ def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str
         put((*paths.cri, "cdi_spec_dirs"), list(request.cdi_spec_dirs))
     changes = config_merge.merge(dict(request.settings or {}), typed, "replace")
     return changes, runtime_table, copied_from
+
+
+def _unset_default(doc, version: int, request: Request) -> bool:
+    """Remove default_runtime_name from ``doc`` when it names the runtime and it is not asked to be the default."""
+    if not request.unset_default or request.runtime is None or request.default_runtime is not None:
+        return False
+    key = [*table_paths(version).containerd, "default_runtime_name"]
+    if _plain(config_merge.get_path(doc, key)) != request.runtime["name"]:
+        return False
+    return config_merge.remove_paths(doc, [key])
 
 
 # --------------------------------------------------------------------------- layout of new items
@@ -518,12 +618,22 @@ def plan_inplace(
     doc = parse_document(text if text.strip() else "", label)  # whitespace only: start from a clean document
     version = config_version(doc, label, empty_version)
     original = doc.unwrap()
+    check_effective(path, _default_runtime_plan(doc, table_paths(version), request), request)
+    default_written = _default_written(doc, version, request)
     changes, runtime_table, copied_from = build_changes(doc, version, request)
     if _is_empty(doc) and changes and version >= 2:
         changes = {"version": version, **changes}
     changed = _merge_document(doc, text, changes, request.list_strategy)
+    changed |= _unset_default(doc, version, request)
     after, changed = _finish(path, text, original, doc, changed, existed)
-    return Outcome(path, text, after, changed, version, runtime_table, copied_from, existed)
+    return Outcome(path, text, after, changed, version, runtime_table, copied_from, existed, default_written)
+
+
+def _default_written(doc, version: int, request: Request) -> str | None:
+    if request.runtime is None:
+        return None
+    plan = _default_runtime_plan(doc, table_paths(version), request)
+    return plan["write_default"][0] if plan["write_default"] else None
 
 
 def ensure_import(doc, root_path: str, dropin_path: str) -> bool:
@@ -584,9 +694,10 @@ def plan_dropin(
     root_doc = parse_document(root_text if root_text.strip() else "", label)
     version = config_version(root_doc, label, empty_version)
     root_original = root_doc.unwrap()
+    check_effective(root_path, _default_runtime_plan(root_doc, table_paths(version), request), request)
     changes, runtime_table, copied_from = build_changes(root_doc, version, request)
 
-    root_changed = False
+    root_changed = _unset_default(root_doc, version, request)
     if _is_empty(root_doc) and version >= 2:
         root_changed |= config_merge.merge_into(root_doc, {"version": version})
     root_changed |= ensure_import(root_doc, root_path, dropin_path)
@@ -594,12 +705,15 @@ def plan_dropin(
     root = Outcome(root_path, root_text, root_after, root_changed, version, None, None, root_existed)
 
     rendered = render_dropin(root_path, version, changes, request.list_strategy)
+    default_written = _default_written(root_doc, version, request)
     if dropin_text is None:
-        dropin = Outcome(dropin_path, "", rendered, True, version, runtime_table, copied_from, False)
+        dropin = Outcome(dropin_path, "", rendered, True, version, runtime_table, copied_from, False, default_written)
     else:
         same = config_merge.values_equal(
             parse_document(dropin_text, dropin_path).unwrap(), tomlkit.parse(rendered).unwrap()
         )
         after = dropin_text if same else rendered
-        dropin = Outcome(dropin_path, dropin_text, after, not same, version, runtime_table, copied_from, True)
+        dropin = Outcome(
+            dropin_path, dropin_text, after, not same, version, runtime_table, copied_from, True, default_written
+        )
     return root, dropin

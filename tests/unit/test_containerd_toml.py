@@ -15,7 +15,7 @@ import tomlkit
 import yaml
 from conftest import load_module, run_module
 
-from config_merge import get_path
+from config_merge import get_path, merge
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containerd"
 V1 = (FIXTURES / "v1-containerd-1.4.toml").read_text()
@@ -171,11 +171,14 @@ def test_new_tables_follow_the_indentation_and_blank_lines_of_a_containerd_gener
         "            SystemdCgroup = true\n"
         "\n"
         '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+        '          base_runtime_spec = ""\n'
+    )
+    assert (
         '          runtime_type = "io.containerd.runc.v2"\n'
         "\n"
         '          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
         '            BinaryName = "/usr/bin/nvidia-container-runtime"\n'
-    )
+    ) in after
     assert block in after
     untrusted = '      [plugins."io.containerd.grpc.v1.cri".containerd.untrusted_workload_runtime]\n'
     assert "            SystemdCgroup = true\n\n" + untrusted in after
@@ -426,6 +429,13 @@ def test_dropin_for_v3_holds_version_3_and_only_our_tables():
                     "default_runtime_name": "runc",
                     "runtimes": {
                         "nvidia": {
+                            **{
+                                key: value
+                                for key, value in plain(V3)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"][
+                                    "runtimes"
+                                ]["runc"].items()
+                                if key != "options"
+                            },
                             "runtime_type": "io.containerd.runc.v2",
                             "options": dict(
                                 plain(V3)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["runc"][
@@ -566,6 +576,9 @@ class FakeNode:
             return {"rc": 0, "stdout": f"/usr/bin/containerd\n{self.containerd}\n", "stderr": ""}
         if cmd.endswith("config default"):
             return {"rc": 0, "stdout": V2, "stderr": ""}
+        if cmd.endswith("config dump"):  # the effective config: here the file itself (no imports)
+            path = cmd.split("--config ", 1)[1].rsplit(" config dump", 1)[0].strip("'")
+            return {"rc": 0, "stdout": self.files[path], "stderr": ""}
         raise AssertionError(f"unexpected command {cmd}")
 
     def stat(self, path, all_vars, follow, checksum=True):
@@ -758,3 +771,120 @@ def test_action_reads_and_merges_again_when_another_run_wrote_the_file_in_betwee
     assert len(reads) == 2 and len(node.copies) == 2, "the first write was refused, the second attempt re-read"
     assert plain(node.files[PATH])["oom_score"] == -999, "the other run's change is kept"
     assert plain(node.files[PATH])["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
+
+
+# --------------------------------------------------------------------------- the effective config (issue 12)
+
+PACKAGED = (FIXTURES / "debian-packaged-config.toml").read_text()
+DUMPS = {
+    name: plain((FIXTURES / f"dump-{name}-packaged.toml").read_text()) for name in ("debian12", "debian13", "forky")
+}
+
+
+def _effective_runtimes(dump: dict) -> dict:
+    version = dump.get("version", 1)
+    return get_path(dump, [*CRI[version], "containerd", "runtimes"])
+
+
+@pytest.mark.parametrize("node", ["debian12", "debian13", "forky"])
+def test_debian_packaged_config_gets_the_default_runtime_table_and_a_whole_copy_for_nvidia(node):
+    """Debian's packaged config.toml has no runtimes table: a table holding only nvidia would drop containerd's
+    built-in runc, and containerd 1.6/1.7's CRI plugin then fails to load (default_runtime_name "runc" missing)."""
+    dump = DUMPS[node]
+    outcome = ct.plan_inplace(PACKAGED, PATH, ct.Request(runtime=NVIDIA, effective=dump, defaults=dump))
+    runtimes = get_path(plain(outcome.after), [*CRI[2], "containerd", "runtimes"])
+    runc = _effective_runtimes(dump)["runc"]
+    assert outcome.default_table_written == "runc"
+    assert runtimes["runc"] == runc
+    expected = {**runc, "options": {**runc["options"], "BinaryName": "/usr/bin/nvidia-container-runtime"}}
+    assert runtimes["nvidia"] == expected
+    assert set(runtimes) == {"runc", "nvidia"}
+    assert removed_lines(PACKAGED, outcome.after) == []
+
+
+def test_debian_packaged_config_is_stable_on_the_second_run():
+    dump = DUMPS["debian12"]
+    request = ct.Request(runtime=NVIDIA, effective=dump, defaults=dump)
+    first = ct.plan_inplace(PACKAGED, PATH, request)
+    # containerd's dump after the first run: its defaults with the file's tables over them
+    second_request = ct.Request(runtime=NVIDIA, effective=merge(dump, plain(first.after)), defaults=dump)
+    second = ct.plan_inplace(first.after, PATH, second_request)
+    assert second.changed is False
+    assert second.default_table_written is None
+
+
+def test_the_copy_follows_the_effective_default_runtime_not_only_the_file():
+    dump = merge(
+        DUMPS["debian13"],
+        {
+            "plugins": {
+                "io.containerd.grpc.v1.cri": {
+                    "containerd": {
+                        "runtimes": {
+                            "runc": {
+                                "base_runtime_spec": "/etc/containerd/base-spec.json",
+                                "pod_annotations": ["io.kubernetes.cri.*"],
+                                "options": {"SystemdCgroup": True},
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    )
+    outcome = ct.plan_inplace(PACKAGED, PATH, ct.Request(runtime=NVIDIA, effective=dump, defaults=DUMPS["debian13"]))
+    nvidia = get_path(plain(outcome.after), [*CRI[2], "containerd", "runtimes", "nvidia"])
+    assert nvidia["base_runtime_spec"] == "/etc/containerd/base-spec.json"
+    assert nvidia["pod_annotations"] == ["io.kubernetes.cri.*"]
+    assert nvidia["options"]["SystemdCgroup"] is True
+    assert nvidia["privileged_without_host_devices_all_devices_allowed"] is False
+    assert nvidia["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+
+
+def test_set_as_default_false_removes_nvidia_as_the_default():
+    text = V2.replace('default_runtime_name = "runc"', 'default_runtime_name = "nvidia"')
+    first = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA, default_runtime="nvidia"))
+    outcome = ct.plan_inplace(first.after, PATH, ct.Request(runtime=NVIDIA, unset_default=True))
+    after = plain(outcome.after)
+    assert outcome.changed is True
+    assert "default_runtime_name" not in get_path(after, [*CRI[2], "containerd"])
+    assert removed_lines(first.after, outcome.after) == ['-      default_runtime_name = "nvidia"']
+    # nothing else to do the next time
+    assert ct.plan_inplace(outcome.after, PATH, ct.Request(runtime=NVIDIA, unset_default=True)).changed is False
+
+
+def test_unset_default_leaves_another_default_alone():
+    text = V2.replace('default_runtime_name = "runc"', 'default_runtime_name = "crun"')
+    outcome = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA, unset_default=True))
+    assert get_path(plain(outcome.after), [*CRI[2], "containerd", "default_runtime_name"]) == "crun"
+
+
+def test_an_imported_file_that_makes_nvidia_the_default_is_refused_with_what_to_do():
+    dump = merge(
+        DUMPS["debian12"],
+        {
+            "imports": ["/etc/containerd/conf.d/*.toml"],
+            "plugins": {"io.containerd.grpc.v1.cri": {"containerd": {"default_runtime_name": "nvidia"}}},
+        },
+    )
+    with pytest.raises(ct.ContainerdConfigError) as err:
+        ct.plan_inplace(PACKAGED, PATH, ct.Request(runtime=NVIDIA, unset_default=True, effective=dump))
+    message = str(err.value)
+    assert "makes 'nvidia' the default runtime" in message
+    assert "/etc/containerd/conf.d/*.toml" in message
+    assert "Remove default_runtime_name from that file" in message
+
+
+def test_an_imported_file_that_overrides_the_nvidia_binary_is_refused():
+    nvidia = {"runtime_type": "io.containerd.runc.v2", "options": {"BinaryName": "/opt/old/nvidia-container-runtime"}}
+    dump = merge(
+        DUMPS["forky"],
+        {
+            "imports": ["/etc/containerd/conf.d/*.toml"],
+            "plugins": {"io.containerd.cri.v1.runtime": {"containerd": {"runtimes": {"nvidia": nvidia}}}},
+        },
+    )
+    with pytest.raises(ct.ContainerdConfigError) as err:
+        ct.plan_inplace(PACKAGED, PATH, ct.Request(runtime=NVIDIA, effective=dump))
+    assert "BinaryName = '/opt/old/nvidia-container-runtime'" in str(err.value)
+    assert "Remove runtimes.nvidia from that file" in str(err.value)

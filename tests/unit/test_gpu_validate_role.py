@@ -11,7 +11,8 @@ their states and their report writing, on three kinds of node:
 - a node without a GPU and without test images (GPU checks "skipped: no GPU", container runs
   "skipped: no test image");
 - a GPU node where things are wrong (nvidia is docker's default, containers see GPUs, the
-  driver is not the pinned one, /dev/fuse is missing): the node fails with the failed checks.
+  driver is not the pinned one, /dev/fuse is missing, containerd's CRI plugin did not load): the
+  node fails with the failed checks.
 """
 
 from __future__ import annotations
@@ -44,8 +45,13 @@ case "$1" in
 esac
 """,
     "ctr": """#!/bin/sh
-echo "ctr $*" >> "$FAKE_LOG"
+case "$*" in *" run "*) echo "ctr $*" >> "$FAKE_LOG" ;; esac
 case "$*" in
+  *"plugins ls"*)
+    echo "TYPE                                  ID                       PLATFORMS      STATUS"
+    echo "io.containerd.runtime.v2              task                     linux/amd64    ok"
+    if [ "$SCEN" = bad ]; then cri=error; else cri=ok; fi
+    echo "io.containerd.grpc.v1                 cri                      linux/amd64    $cri" ;;
   *"images ls"*) echo docker.io/library/busybox:latest ;;
   *" run "*) case "$*" in *"sh -c"*) echo 0 ;; esac ;;
 esac
@@ -65,6 +71,13 @@ EOF
 echo 'time="now" level=info msg="Starting CRI-O"' >&2
 printf '[crio.runtime]\\ndefault_runtime = "runc"\\n[crio.runtime.runtimes.runc]\\nruntime_path = ""\\n'
 printf '[crio.runtime.runtimes.nvidia]\\nruntime_path = "/usr/bin/nvidia-container-runtime"\\n'
+""",
+    # containerd's start time: after any config file on this machine was written
+    "systemctl": """#!/bin/sh
+case "$*" in
+  *"show containerd -p ActiveEnterTimestamp"*) echo @4102444800 ;;
+  *) exit 1 ;;
+esac
 """,
     "nvidia-ctk": """#!/bin/sh
 echo "NVIDIA Container Toolkit CLI version 1.17.8"
@@ -193,7 +206,11 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
-    assert report["summary"] == {"ok": 18, "warn": 0, "fail": 0, "skipped": 0, "total": 18, "status": "ok"}
+    assert report["summary"] == {"ok": 20, "warn": 0, "fail": 0, "skipped": 0, "total": 20, "status": "ok"}
+    assert checks["containerd: CRI plugin"]["detail"] == "ctr plugins ls: cri ok (the kubelet can run pods)"
+    assert checks["containerd: running config"]["detail"] == (
+        "containerd started after its config files were last written"
+    )
     assert checks["NVIDIA driver"]["detail"] == "580.95.05 loaded (pin: version 580.95.05)"
     assert checks["nvidia-smi"]["detail"] == "2 GPU(s): NVIDIA A100-SXM4-80GB"
     assert checks["container toolkit"]["detail"] == "nvidia-container-toolkit 1.17.8-1 (pin 1.17.8-1)"
@@ -201,7 +218,7 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert checks["crio: nvidia runtime"]["status"] == "ok"
     assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
     table = (node / "report" / "validate.txt").read_text()
-    assert table.startswith("localhost: OK - 18 checks (18 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert table.startswith("localhost: OK - 20 checks (20 ok, 0 warn, 0 fail, 0 skipped)\n")
     assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
     # the test containers went through the nvidia runtime, with the configured options
     log = (node / "containers.log").read_text()
@@ -249,18 +266,25 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
         "docker: GPU isolation (nvidia)",
         "docker: GPU isolation (default)",
         "/dev/fuse",
+        "containerd: CRI plugin",
     }
+    cri = checks["containerd: CRI plugin"]
+    assert cri["detail"] == (
+        "containerd runs but its CRI plugin did not load, so the kubelet can run no pod:"
+        " io.containerd.grpc.v1/cri=error"
+    )
+    assert "failed to load plugin" in cri["fix"]
     assert checks["NVIDIA driver"]["detail"] == "580.95.05 loaded, but the pin is version 580.65.06"
     assert checks["docker: GPU isolation (nvidia)"]["detail"].endswith(": 4 /dev/nvidia* devices visible")
     assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
     assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
     assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
-    assert "5 check(s) failed on localhost" in result.stdout + result.stderr
+    assert "6 check(s) failed on localhost" in result.stdout + result.stderr
     assert report["summary"]["status"] == "fail"
 
 
 def test_fail_on_error_false_reports_without_failing(node):
     result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["summary"]["fail"] == 3
+    assert report["summary"]["fail"] == 4
     assert yaml.safe_load(json.dumps(report)) == report

@@ -2,7 +2,9 @@
 
 No CRI-O package exists for the Debian releases the molecule nodes run, so the
 drop-in is checked here: it must parse as TOML and register the runtime in the
-table CRI-O reads (REFERENCE.md: [crio.runtime.runtimes.<name>]).
+table CRI-O reads (REFERENCE.md: [crio.runtime.runtimes.<name>]), as a copy of the
+default runtime's effective entry from `crio config` (fixture:
+tests/fixtures/crio/crio-config-1.31.toml, modelled on CRI-O 1.31's output).
 """
 
 from __future__ import annotations
@@ -14,16 +16,22 @@ import jinja2
 import pytest
 import yaml
 from ansible.plugins.filter.core import comment
+from conftest import load_module
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "runtime_config"
 TEMPLATE = ROLE / "templates" / "etc" / "crio" / "crio.conf.d" / "99-runtime.conf.j2"
 
 
-def render(**overrides) -> dict:
+CRIO_CONFIG = (Path(__file__).resolve().parents[1] / "fixtures" / "crio" / "crio-config-1.31.toml").read_text()
+
+
+def render(crio_config: str = "", **overrides) -> dict:
     variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     variables.update(overrides, ansible_managed="Ansible managed")
+    variables["__runtime_config_crio_config"] = {"stdout": crio_config}
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["comment"] = comment
+    env.filters.update(load_module("crio", subdir="plugins/filter").FilterModule().filters())
     text = env.from_string(TEMPLATE.read_text()).render(**variables)
     assert text.startswith("#")
     return tomllib.loads(text)
@@ -55,3 +63,29 @@ def test_drop_in_lands_where_crio_reads_drop_ins():
     assert yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["runtime_config_crio_dropin_dir"] == (
         "/etc/crio/crio.conf.d"
     )
+
+
+def test_the_runtime_copies_the_default_runtimes_effective_entry():
+    """Packaged CRI-O keeps conmon in /usr/libexec/crio: without monitor_path its config validation fails."""
+    nvidia = render(CRIO_CONFIG)["crio"]["runtime"]["runtimes"]["nvidia"]
+    crun = tomllib.loads(CRIO_CONFIG)["crio"]["runtime"]["runtimes"]["crun"]
+    assert nvidia["runtime_path"] == "/usr/bin/nvidia-container-runtime"
+    assert nvidia["monitor_path"] == "/usr/libexec/crio/conmon"
+    assert nvidia["runtime_root"] == "/run/crun"
+    assert nvidia["allowed_annotations"] == ["io.containers.trace-syscall"]
+    assert nvidia["runtime_type"] == "oci"
+    copied = {k: v for k, v in crun.items() if k not in ("runtime_path", "runtime_type", "runtime_config_path")}
+    assert {k: v for k, v in nvidia.items() if k in copied} == copied
+
+
+def test_the_copy_follows_the_configured_default_runtime():
+    config = CRIO_CONFIG.replace('default_runtime = "crun"', 'default_runtime = "runc"')
+    nvidia = render(config)["crio"]["runtime"]["runtimes"]["nvidia"]
+    assert nvidia["runtime_root"] == "/run/runc"
+    assert "allowed_annotations" not in nvidia
+
+
+def test_a_default_nvidia_copies_from_crun_not_from_itself():
+    rendered = render(CRIO_CONFIG, runtime_config_set_as_default=True)["crio"]["runtime"]
+    assert rendered["default_runtime"] == "nvidia"
+    assert rendered["runtimes"]["nvidia"]["monitor_path"] == "/usr/libexec/crio/conmon"

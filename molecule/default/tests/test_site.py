@@ -99,3 +99,61 @@ def test_check_mode_after_converge_changes_nothing(host):
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     recap = [line for line in run.stdout.splitlines() if line.startswith(_name(host) + " ")]
     assert recap and " changed=0 " in recap[-1] and " failed=0 " in recap[-1], recap
+
+
+def test_containerds_cri_plugin_is_ok_and_the_doctor_checks_it(host):
+    """site-debian13 runs containerd 1.7 with Debian's packaged config.toml: registering nvidia there must keep
+    the CRI plugin loaded (issue 12: it showed `error`, and the doctor said ok)."""
+    if "containerd" not in RUNTIMES[_name(host)]:
+        assert "containerd: CRI plugin" not in _checks(host)
+        return
+    rows = [r.split() for r in host.check_output("ctr plugins ls").splitlines() if " cri " in f" {r} " or ".cri." in r]
+    assert rows and all(row[-1] == "ok" for row in rows), rows
+    checks = _checks(host)
+    assert checks["containerd: CRI plugin"]["status"] == "ok", checks["containerd: CRI plugin"]
+    assert checks["containerd: running config"]["status"] == "ok", checks["containerd: running config"]
+    sys.path.insert(0, str(SCENARIO.parents[1]))
+    from tests.cri.client import CriClient, node_socket
+
+    with CriClient(node_socket(_name(host))) as cri:
+        assert cri.runtime_ready()
+
+
+def test_the_doctor_fails_a_cri_plugin_that_did_not_load_and_warns_of_a_config_not_applied(host):
+    """Mutations of the node the doctor must catch: site-debian13's CRI plugin broken while containerd runs
+    (default_runtime_name naming a runtime that is not configured), and site-forky's config.toml written after
+    containerd started."""
+    if _name(host) not in ("site-debian13", "site-forky"):
+        return
+    config = "/etc/containerd/config.toml"
+    saved = host.check_output(f"base64 -w0 {config}")
+    try:
+        if _name(host) == "site-debian13":
+            host.check_output(
+                f"sed -i 's/^\\( *\\)default_runtime_name = .*/\\1default_runtime_name = \"gpunode-missing\"/' {config}"
+            )
+            if "gpunode-missing" not in host.file(config).content_string:
+                host.check_output(
+                    f"printf '%s\\n' '[plugins.\"io.containerd.grpc.v1.cri\".containerd]'"
+                    f" 'default_runtime_name = \"gpunode-missing\"' >> {config}"
+                )
+            host.check_output("systemctl restart containerd")
+        else:
+            host.check_output(f"sleep 1; touch {config}")
+        run = run_playbook(
+            host, SCENARIO.parents[1] / "playbooks" / "validate.yml", {"gpu_validate_fail_on_error": False}
+        )
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+        checks = _checks(host)
+        if _name(host) == "site-debian13":
+            cri = checks["containerd: CRI plugin"]
+            assert cri["status"] == "fail", cri
+            assert "CRI plugin did not load" in cri["detail"], cri
+        else:
+            live = checks["containerd: running config"]
+            assert live["status"] == "warn", live
+            assert "was written after containerd started" in live["detail"], live
+    finally:
+        host.check_output(f"echo {saved} | base64 -d > {config}")
+        host.check_output("systemctl restart containerd")
+        run_playbook(host, SCENARIO.parents[1] / "playbooks" / "validate.yml", {"gpu_validate_fail_on_error": False})

@@ -14,6 +14,7 @@ testinfra_hosts = ["ansible://rc-debian12"]
 
 
 def test_a_rollback_on_one_host_lets_the_other_hosts_go_on(host):
+    before = host.file("/etc/docker/daemon.json").content_string
     settings = (
         "{{ {'hosts': ['unix:///run/gpunode-test.sock']} if inventory_hostname == 'rc-debian12'"
         " else {'labels': ['gpunode.test/other-hosts-go-on=' ~ inventory_hostname]} }}"
@@ -32,4 +33,11 @@ def test_a_rollback_on_one_host_lets_the_other_hosts_go_on(host):
     for other in ("rc-debian13", "rc-forky"):
         assert " failed=0 " in recap[other], recap
         assert " changed=0 " not in recap[other], f"{other} did not go on: {recap[other]}"
+    # dockerd refused a key that is also a flag of its unit (-H fd://): rolled back byte for byte
+    said = " ".join(run.stdout.split())
+    assert "docker did not come back after its config changed" in said
+    assert "Rolled back: restored /etc/docker/daemon.json from /var/backups/gpu-node-provisioning/etc/docker/" in said
+    assert "is running again with its previous config" in said
+    assert host.file("/etc/docker/daemon.json").content_string == before
     assert host.service("docker").is_running
+    assert host.run("docker info").rc == 0

@@ -1,0 +1,251 @@
+"""runtime_config's restart transaction judged by what the kubelet sees (issue 12), on all three nodes at once.
+
+Each test drives the role once against rc-debian12, rc-debian13 and rc-forky (containerd 1.6, 1.7, 2.1)
+and checks every node: --check --diff, a changed setting, a refused binary path, nvidia as the default and
+back, a change written but not applied, a CRI plugin that does not load (rolled back byte for byte), a large
+config (not rolled back), and where the backups went. The tests run in this order; the third one gives
+config.toml mode 0600 (as when it holds registry passwords), and the later ones check that the role keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import tomllib
+import uuid
+from pathlib import Path
+
+import pytest
+import testinfra
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+sys.path.insert(0, str(SCENARIO.parents[1]))
+from playbook_runner import run_playbook
+
+from tests.cri.client import CriClient, node_socket
+
+testinfra_hosts = ["ansible://rc-debian12"]
+NODES = ("rc-debian12", "rc-debian13", "rc-forky")
+CONFIG = "/etc/containerd/config.toml"
+DAEMON_JSON = "/etc/docker/daemon.json"
+STATE = "/var/lib/gpu-node-provisioning"
+STANDIN = "/usr/bin/nvidia-container-runtime"
+IMAGE = "docker.io/gpunode-test/busybox:latest"
+# the CRI table of each node's config.toml: Debian's packaged file is v2, rc-forky's is v3
+CRI_TABLE = "('io.containerd.cri.v1.runtime' if inventory_hostname == 'rc-forky' else 'io.containerd.grpc.v1.cri')"
+
+
+@pytest.fixture(scope="module")
+def nodes():
+    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
+    return {name: testinfra.get_host(f"ansible://{name}", ansible_inventory=inventory) for name in NODES}
+
+
+def _run_all(host, extra_vars: dict | None, *args: str):
+    run = run_playbook(host, SCENARIO / "converge.yml", extra_vars, "--limit", "all", *args)
+    recap = {line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("rc-")}
+    assert set(recap) == set(NODES), run.stdout[-3000:] + run.stderr
+    return run, recap
+
+
+def _json(node) -> dict:
+    return json.loads(node.file(DAEMON_JSON).content_string)
+
+
+def _said(run) -> str:
+    return " ".join(run.stdout.split())  # the callback wraps long messages
+
+
+def _started(node) -> str:
+    return node.check_output("systemctl show containerd -p ActiveEnterTimestampMonotonic --value")
+
+
+def _effective(node) -> dict:
+    config = tomllib.loads(node.check_output("containerd config dump"))
+    return config["plugins"]["io.containerd.cri.v1.runtime" if config["version"] >= 3 else "io.containerd.grpc.v1.cri"]
+
+
+def _cri_ok(node) -> bool:
+    rows = [r.split() for r in node.check_output("ctr plugins ls").splitlines() if " cri " in f" {r} " or ".cri." in r]
+    return bool(rows) and all(row[-1] == "ok" for row in rows)
+
+
+def _pod_runs(name: str, handler: str) -> bool:
+    """A pod with this runtime handler starts through the node's CRI (the kubelet's path): its container runs.
+
+    rc-forky (harness quirk, see test_cri.py): runc fails at the cgroup step after containerd resolved the
+    handler and started its runtime; that counts as served there. An unknown handler is refused earlier."""
+    with CriClient(node_socket(name)) as cri:
+        _sandbox, error = cri.try_pod(f"pod-{handler or 'default'}", handler, IMAGE, ["sleep", "300"])
+    if error and name == "rc-forky" and "cpu.weight: no such file or directory" in error:
+        return True
+    return error is None
+
+
+def _labels(token: str) -> dict:
+    """A daemon.json change that is new every time (docker labels), and only docker's."""
+    return {"runtime_config_docker_settings": {"labels": [f"gpunode.test/run={token}"]}}
+
+
+def test_check_diff_shows_the_change_and_writes_nothing(host, nodes):
+    before = {name: (node.file(DAEMON_JSON).sha256sum, node.file(CONFIG).sha256sum) for name, node in nodes.items()}
+    started = {
+        name: node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic")
+        for name, node in nodes.items()
+    }
+    token = uuid.uuid4().hex
+    run, recap = _run_all(host, _labels(token), "--check", "--diff")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    added = [line for line in run.stdout.splitlines() if line.startswith("+") and token in line]
+    assert len(added) == len(NODES), run.stdout[-3000:]
+    for name, node in nodes.items():
+        assert " changed=1 " in recap[name], recap[name]
+        assert (node.file(DAEMON_JSON).sha256sum, node.file(CONFIG).sha256sum) == before[name]
+        assert node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic") == started[name]
+
+
+def test_a_changed_setting_changes_only_that_key(host, nodes):
+    before = {name: (_json(node), node.file(CONFIG).content_string) for name, node in nodes.items()}
+    started = {
+        name: node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic")
+        for name, node in nodes.items()
+    }
+    token = uuid.uuid4().hex
+    run, _recap = _run_all(host, _labels(token))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    for name, node in nodes.items():
+        before_json, before_toml = before[name]
+        after = _json(node)
+        assert after == {**before_json, "labels": [f"gpunode.test/run={token}"]}
+        assert list(after)[: len(before_json)] == list(before_json), "existing key order changed"
+        assert node.file(CONFIG).content_string == before_toml, "containerd's config changed too"
+        assert node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic") != started[name]
+        assert node.service("docker").is_running
+
+
+def test_a_runtime_binary_that_does_not_exist_is_refused_before_anything_is_written(host, nodes):
+    for node in nodes.values():
+        node.check_output(f"chmod 0600 {CONFIG}")  # from here on: config.toml holds "registry passwords"
+    before = {name: (node.file(CONFIG).sha256sum, node.file(DAEMON_JSON).sha256sum) for name, node in nodes.items()}
+    run, recap = _run_all(host, {"runtime_config_binary": "/usr/bin/gpunode-missing-runtime"})
+    assert run.returncode != 0
+    said = _said(run)
+    for name, node in nodes.items():
+        assert " failed=1 " in recap[name] and " changed=0 " in recap[name], recap[name]
+        assert (node.file(CONFIG).sha256sum, node.file(DAEMON_JSON).sha256sum) == before[name]
+    assert "runtime_config_binary=/usr/bin/gpunode-missing-runtime does not exist (or is not executable)" in said
+    assert "Nothing was changed." in said
+
+
+def test_nvidia_made_the_default_and_then_not_is_no_longer_the_default(host, nodes):
+    run, recap = _run_all(host, {"runtime_config_set_as_default": True, "runtime_config_runtimes": ["containerd"]})
+    assert run.returncode == 0, run.stdout[-3000:]
+    for node in nodes.values():
+        assert _effective(node)["containerd"]["default_runtime_name"] == "nvidia"
+    run, recap = _run_all(host, {"runtime_config_runtimes": ["containerd"]})
+    assert run.returncode == 0, run.stdout[-3000:]
+    for name, node in nodes.items():
+        assert " changed=0 " not in recap[name], recap[name]
+        assert 'default_runtime_name = "nvidia"' not in node.file(CONFIG).content_string
+        assert "default_runtime_name = 'nvidia'" not in node.file(CONFIG).content_string
+        assert _effective(node)["containerd"]["default_runtime_name"] == "runc"
+        assert node.file(CONFIG).mode == 0o600
+
+
+def test_a_change_written_but_not_applied_is_applied_by_the_next_run(host, nodes):
+    pending = {"runtime_config_runtimes": ["containerd"], "runtime_config_name": "gpunode-pending"}
+    started = {name: _started(node) for name, node in nodes.items()}
+    # the first run writes the change but does not restart (as a run interrupted before its restart)
+    run, recap = _run_all(host, {**pending, "runtime_config_restart": False})
+    assert run.returncode == 0, run.stdout[-3000:]
+    for name, node in nodes.items():
+        assert _started(node) == started[name], f"{name}: containerd was restarted"
+        assert node.file(f"{STATE}/pending-restart-containerd.json").exists
+        assert "gpunode-pending" in _effective(node)["containerd"]["runtimes"]  # in the file...
+        assert not _pod_runs(name, "gpunode-pending")  # ...but not in the running daemon
+    # the next run, with nothing left to write, restarts containerd and checks it
+    run, recap = _run_all(host, pending)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "was not restarted since (the run was interrupted or runtime_config_restart was false)" in _said(run)
+    for name, node in nodes.items():
+        assert " changed=0 " not in recap[name], recap[name]
+        assert _started(node) != started[name], f"{name}: containerd was not restarted"
+        assert not node.file(f"{STATE}/pending-restart-containerd.json").exists
+        assert _pod_runs(name, "gpunode-pending")
+        assert node.file(CONFIG).mode == 0o600, "config.toml lost its mode 0600"
+
+
+def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host, nodes):
+    before = {name: node.file(CONFIG).content_string for name, node in nodes.items()}
+    owner = {name: (node.file(CONFIG).user, node.file(CONFIG).group) for name, node in nodes.items()}
+    # containerd starts and `ctr` works, but its CRI plugin refuses a default runtime that is not configured
+    missing = "{{ {'plugins': {" + CRI_TABLE + ": {'containerd': {'default_runtime_name': 'gpunode-missing'}}}} }}"
+    bad = {
+        "runtime_config_runtimes": ["containerd"],
+        "runtime_config_containerd_settings": missing,
+        "runtime_config_health_retries": 3,
+    }
+    run, recap = _run_all(host, bad)
+    assert run.returncode != 0
+    said = _said(run)
+    assert "containerd did not come back after its config changed" in said
+    assert "CRI plugin did not load" in said
+    assert f"Rolled back: restored {CONFIG} from /var/backups/gpu-node-provisioning{CONFIG}." in said
+    assert "is running again with its previous config" in said
+    for name, node in nodes.items():
+        assert " failed=1 " in recap[name] and " rescued=1 " in recap[name], recap[name]
+        assert node.file(CONFIG).content_string == before[name], f"{name}: not restored byte for byte"
+        assert node.file(CONFIG).mode == 0o600, f"{name}: the rollback changed config.toml's mode"
+        assert (node.file(CONFIG).user, node.file(CONFIG).group) == owner[name]
+        assert _cri_ok(node), node.check_output("ctr plugins ls")
+        assert _pod_runs(name, "nvidia")
+
+
+def test_a_large_config_is_not_rolled_back(host, nodes):
+    """About 1,500 registry mirrors: `config dump` is far larger than a pipe, and a check that reads it
+    through `| grep -q` gets SIGPIPE (rc 141) under pipefail and rolled back a valid config."""
+    mirrors = {
+        f"mirror-{n}.registry.example": {"endpoint": [f"https://mirror-{n}.registry.example"]} for n in range(1500)
+    }
+    headers = {f"X-Gpunode-Test-{n}": [f"value-{n}"] for n in range(1500)}
+    # config v3 (rc-forky) sets registry.config_path, which containerd refuses together with mirrors
+    settings = (
+        "{{ {'plugins': {'io.containerd.cri.v1.images': {'registry': {'headers': gpunode_test_headers}}}}"
+        " if inventory_hostname == 'rc-forky' else"
+        " {'plugins': {'io.containerd.grpc.v1.cri': {'registry': {'mirrors': gpunode_test_mirrors}}}} }}"
+    )
+    large = {
+        "runtime_config_runtimes": ["containerd"],
+        "runtime_config_containerd_settings": settings,
+        "gpunode_test_mirrors": mirrors,
+        "gpunode_test_headers": headers,
+    }
+    started = {name: _started(node) for name, node in nodes.items()}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as extra:  # too large for one command-line argument
+        json.dump(large, extra)
+        extra.flush()
+        run, _recap = _run_all(host, None, "-e", f"@{extra.name}")
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "did not come back" not in run.stdout
+    for name, node in nodes.items():
+        assert _started(node) != started[name]
+        dump = node.check_output("containerd config dump")
+        assert len(dump) > 64 * 1024, len(dump)  # larger than a pipe's buffer (rc-forky's headers: ~74 KB)
+        assert "mirror-1499.registry.example" in dump or "X-Gpunode-Test-1499" in dump
+        assert _cri_ok(node)
+        assert _pod_runs(name, "nvidia")
+
+
+def test_backups_live_outside_the_directories_the_daemons_read(nodes):
+    """One backup tree, mirroring the original paths; nothing left beside the files (CRI-O, for one, reads every
+    file of crio.conf.d, so a backup there would be live config). The backups keep the file's mode."""
+    for name, node in nodes.items():
+        debris = node.check_output("find /etc/containerd /etc/docker -name '*~' -o -name '*.bak' -o -name '.*.tmp'")
+        assert debris == "", f"{name}: {debris}"
+        backups = node.check_output(f"find /var/backups/gpu-node-provisioning{CONFIG}* -maxdepth 0 -name '*~'")
+        assert backups.splitlines(), f"{name}: no backup of {CONFIG} in the backup tree"
+        newest = node.check_output(f"ls -t /var/backups/gpu-node-provisioning{CONFIG}.*~ | head -n 1")
+        assert node.file(newest).mode == 0o600, f"{name}: the backup of a 0600 file is readable by others"

@@ -1,0 +1,200 @@
+"""A CRI client for the tests: the kubelet's path into a container runtime, without a kubelet.
+
+Neither crictl nor the kubelet is packaged for the build machines, but the CRI API's proto is:
+Debian forky/sid's ``golang-k8s-cri-api-dev`` ships ``k8s.io/cri-api/pkg/apis/runtime/v1/api.proto``.
+At test time this module downloads that package with apt (a private apt state under the cache directory,
+the host's own keyring), extracts ``api.proto`` and generates the Python stubs with grpcio-tools into the
+cache directory (``.cache/cri-api`` in the repository, git-ignored). No generated code is committed.
+
+    from tests.cri.client import CriClient, node_socket
+    with CriClient(node_socket("rc-debian12")) as cri:
+        cri.status()
+
+``CRI_API_PROTO=/path/to/api.proto`` skips the download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("CRI_API_CACHE", ROOT / ".cache" / "cri-api"))
+PACKAGE = "golang-k8s-cri-api-dev"
+ARCHIVE = "deb http://deb.debian.org/debian forky main"
+PROTO_IN_PACKAGE = "k8s.io/cri-api/pkg/apis/runtime/v1/api.proto"
+CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+
+
+def _apt(state: Path, *args: str, cwd: Path | None = None) -> None:
+    options = [
+        f"-oDir::Etc::SourceList={state / 'sources.list'}",
+        "-oDir::Etc::SourceParts=/dev/null",
+        f"-oDir::State::Lists={state / 'lists'}",
+        f"-oDir::Cache={state / 'cache'}",
+        "-oDebug::NoLocking=1",
+        "-oAPT::Sandbox::User=root",
+    ]
+    subprocess.run(["apt-get", "-qq", *options, *args], check=True, cwd=cwd, capture_output=True, text=True)
+
+
+def proto_file() -> Path:
+    """The CRI API's api.proto: $CRI_API_PROTO, the cached copy, or freshly extracted from the Debian package."""
+    if os.environ.get("CRI_API_PROTO"):
+        return Path(os.environ["CRI_API_PROTO"])
+    target = CACHE / "api.proto"
+    if target.exists():
+        return target
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+        state = Path(tmp)
+        for sub in ("lists/partial", "cache/archives/partial", "x"):
+            (state / sub).mkdir(parents=True)
+        (state / "sources.list").write_text(ARCHIVE + "\n")
+        _apt(state, "update")
+        _apt(state, "download", PACKAGE, cwd=state)
+        deb = next(state.glob(f"{PACKAGE}_*.deb"))
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(state / "x")], check=True)
+        found = [p for p in (state / "x").rglob("api.proto") if str(p).endswith(PROTO_IN_PACKAGE)]
+        if not found:
+            raise RuntimeError(f"{deb.name} has no {PROTO_IN_PACKAGE}")
+        shutil.copyfile(found[0], target)
+    return target
+
+
+def stubs():
+    """The generated modules (api_pb2, api_pb2_grpc), generated once per proto content into the cache."""
+    proto = proto_file()
+    digest = hashlib.sha256(proto.read_bytes()).hexdigest()[:16]
+    out = CACHE / f"gen-{digest}"
+    if not (out / "api_pb2_grpc.py").exists():
+        tmp = Path(tempfile.mkdtemp(dir=CACHE))
+        shutil.copyfile(proto, tmp / "api.proto")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grpc_tools.protoc",
+                f"-I{tmp}",
+                f"--python_out={tmp}",
+                f"--grpc_python_out={tmp}",
+                str(tmp / "api.proto"),
+            ],
+            check=True,
+        )
+        (tmp / "api.proto").unlink()
+        if out.exists():
+            shutil.rmtree(tmp)
+        else:
+            tmp.rename(out)
+    if str(out) not in sys.path:
+        sys.path.insert(0, str(out))
+    return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")
+
+
+def node_socket(container: str, path: str = CONTAINERD_SOCKET) -> str:
+    """gRPC address of a unix socket inside a node container, reached through /proc/<pid>/root (needs root)."""
+    pid = subprocess.run(
+        ["docker", "inspect", "--format", "{{.State.Pid}}", container], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    return f"unix:///proc/{pid}/root{path}"
+
+
+class CriClient:
+    """The few CRI RuntimeService calls the tests need (what a kubelet does to start a pod)."""
+
+    def __init__(self, address: str, timeout: float = 60):
+        import grpc
+
+        self.pb, pb_grpc = stubs()
+        self.grpc = grpc
+        self.timeout = timeout
+        self.channel = grpc.insecure_channel(address)
+        self.runtime = pb_grpc.RuntimeServiceStub(self.channel)
+        self.images = pb_grpc.ImageServiceStub(self.channel)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.channel.close()
+
+    def status(self):
+        return self.runtime.Status(self.pb.StatusRequest(verbose=False), timeout=self.timeout).status
+
+    def runtime_ready(self) -> bool:
+        return any(c.type == "RuntimeReady" and c.status for c in self.status().conditions)
+
+    def sandbox_config(self, name: str):
+        pb = self.pb
+        return pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, uid=f"{name}-{time.time_ns()}", namespace="gpunode-test"),
+            log_directory=f"/var/log/pods/gpunode-test_{name}",
+            linux=pb.LinuxPodSandboxConfig(
+                # a systemd slice, as a kubelet with cgroupDriver=systemd gives (works with cgroupfs too)
+                cgroup_parent="gpunode_test.slice",
+                security_context=pb.LinuxSandboxSecurityContext(
+                    namespace_options=pb.NamespaceOption(network=pb.NODE),
+                ),
+            ),
+        )
+
+    def run_pod_sandbox(self, name: str, handler: str) -> tuple[str, object]:
+        config = self.sandbox_config(name)
+        response = self.runtime.RunPodSandbox(
+            self.pb.RunPodSandboxRequest(config=config, runtime_handler=handler), timeout=self.timeout
+        )
+        return response.pod_sandbox_id, config
+
+    def sandbox_runtime_handler(self, sandbox_id: str) -> str:
+        status = self.runtime.PodSandboxStatus(self.pb.PodSandboxStatusRequest(pod_sandbox_id=sandbox_id))
+        return status.status.runtime_handler
+
+    def start_container(self, sandbox_id: str, sandbox_config, image: str, command: list[str]) -> str:
+        pb = self.pb
+        config = pb.ContainerConfig(
+            metadata=pb.ContainerMetadata(name="main"),
+            image=pb.ImageSpec(image=image),
+            command=command,
+            log_path="main.log",
+        )
+        created = self.runtime.CreateContainer(
+            pb.CreateContainerRequest(pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config),
+            timeout=self.timeout,
+        )
+        self.runtime.StartContainer(pb.StartContainerRequest(container_id=created.container_id), timeout=self.timeout)
+        return created.container_id
+
+    def container_state(self, container_id: str) -> str:
+        status = self.runtime.ContainerStatus(self.pb.ContainerStatusRequest(container_id=container_id))
+        return self.pb.ContainerState.Name(status.status.state)
+
+    def try_pod(self, name: str, handler: str, image: str, command: list[str]) -> tuple[str | None, str | None]:
+        """Start a pod (sandbox + one container) as a kubelet would, then remove it.
+
+        Returns (sandbox id, None) when its container ran, or (sandbox id or None, error text) when a call
+        failed: the sandbox id is then taken from containerd's message ('failed to start sandbox "<id>"')."""
+        sandbox = None
+        try:
+            sandbox, config = self.run_pod_sandbox(name, handler)
+            container = self.start_container(sandbox, config, image, command)
+            state = self.container_state(container)
+            return sandbox, (None if state == "CONTAINER_RUNNING" else f"container state {state}")
+        except self.grpc.RpcError as exc:
+            found = re.search(r'sandbox "([0-9a-f]{64})"', exc.details() or "")
+            return sandbox or (found.group(1) if found else None), exc.details()
+        finally:
+            if sandbox is not None:
+                self.remove_pod(sandbox)
+
+    def remove_pod(self, sandbox_id: str) -> None:
+        self.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=self.timeout)
+        self.runtime.RemovePodSandbox(self.pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=self.timeout)
