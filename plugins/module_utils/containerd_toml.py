@@ -230,13 +230,13 @@ def table_paths(version: int) -> TablePaths:
     return TablePaths(cri=cri, containerd=(*cri, "containerd"), runtimes=(*cri, "containerd", "runtimes"))
 
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def dotted_key(path) -> str:
     """Render a key path the way a TOML table header names it: plugins."io.containerd.grpc.v1.cri".containerd."""
     return ".".join(
-        key if _BARE_KEY.match(key) else '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"' for key in path
+        key if _BARE_KEY.fullmatch(key) else '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"' for key in path
     )
 
 

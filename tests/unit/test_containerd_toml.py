@@ -888,3 +888,8 @@ def test_an_imported_file_that_overrides_the_nvidia_binary_is_refused():
         ct.plan_inplace(PACKAGED, PATH, ct.Request(runtime=NVIDIA, effective=dump))
     assert "BinaryName = '/opt/old/nvidia-container-runtime'" in str(err.value)
     assert "Remove runtimes.nvidia from that file" in str(err.value)
+
+
+def test_dotted_key_quotes_a_key_with_a_trailing_newline():
+    assert ct.dotted_key(("plugins", "cri\n")) == 'plugins."cri\n"'
+    assert ct.dotted_key(("plugins", "io.containerd.grpc.v1.cri")) == 'plugins."io.containerd.grpc.v1.cri"'
