@@ -694,7 +694,11 @@ def plan_dropin(
     root_doc = parse_document(root_text if root_text.strip() else "", label)
     version = config_version(root_doc, label, empty_version)
     root_original = root_doc.unwrap()
-    check_effective(root_path, _default_runtime_plan(root_doc, table_paths(version), request), request)
+    # The drop-in is ours: what it says is what this module wrote, not an import that overrides the root file.
+    owned = copy.deepcopy(root_original)
+    if dropin_text is not None and dropin_text.strip():
+        config_merge.merge_into(owned, parse_document(dropin_text, dropin_path).unwrap())
+    check_effective(root_path, _default_runtime_plan(owned, table_paths(version), request), request)
     changes, runtime_table, copied_from = build_changes(root_doc, version, request)
 
     root_changed = _unset_default(root_doc, version, request)

@@ -893,3 +893,30 @@ def test_an_imported_file_that_overrides_the_nvidia_binary_is_refused():
 def test_dotted_key_quotes_a_key_with_a_trailing_newline():
     assert ct.dotted_key(("plugins", "cri\n")) == 'plugins."cri\n"'
     assert ct.dotted_key(("plugins", "io.containerd.grpc.v1.cri")) == 'plugins."io.containerd.grpc.v1.cri"'
+
+
+def _dropin_runs(first_request: dict, second_request: dict):
+    """plan_dropin on containerd 2.1's config twice, the second time with the effective config containerd would
+    dump after the first run: its defaults, the root file and our drop-in over them."""
+    dump, dropin_path = DUMPS["forky"], "/etc/containerd/conf.d/99-nvidia.toml"
+    root, dropin = ct.plan_dropin(
+        V3, PATH, None, dropin_path, ct.Request(runtime=NVIDIA, effective=merge(dump, plain(V3)), **first_request)
+    )
+    effective = merge(merge(dump, plain(root.after)), plain(dropin.after))
+    again = ct.plan_dropin(
+        root.after, PATH, dropin.after, dropin_path, ct.Request(runtime=NVIDIA, effective=effective, **second_request)
+    )
+    return (root, dropin), again
+
+
+def test_dropin_method_is_stable_on_the_second_run_with_the_effective_config():
+    """Our own drop-in defines runtimes.nvidia: it must not be taken for an import that overrides the root file."""
+    _, (root, dropin) = _dropin_runs({}, {})
+    assert root.changed is False and dropin.changed is False
+
+
+def test_dropin_method_takes_nvidia_back_out_of_the_default():
+    (_, first), (_, second) = _dropin_runs({"default_runtime": "nvidia"}, {"unset_default": True})
+    assert 'default_runtime_name = "nvidia"' in first.after
+    assert second.changed is True
+    assert 'default_runtime_name = "nvidia"' not in second.after
