@@ -83,7 +83,10 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("argument_types needs spec: the path of the role's meta/argument_specs.yml")
         specs = self._loader.load_from_file(spec_path) or {}
         options = ((specs.get("argument_specs") or {}).get(entry_point) or {}).get("options") or {}
-        values = {name: task_vars[name] for name in options if name in task_vars}
+        # task_vars hold what the inventory and defaults wrote: a value may still be a template
+        # ("{{ other_var | default([]) }}"), so judge what it renders to, as the role will see it.
+        templar = self._templar.copy_with_new_env(available_variables=task_vars)
+        values = {name: templar.template(task_vars[name]) for name in options if name in task_vars}
         problems = type_problems(options, values)
         result["changed"] = False
         result["checked"] = sorted(values)

@@ -171,3 +171,43 @@ def test_each_role_refuses_a_string_for_each_list_and_dict_variable_before_anyth
         if f"{name} must be {kind}" not in said["msg"]:
             problems.append(f"{role}/{name}: {said['msg']}")
     assert problems == []
+
+
+DEFAULTS_PLAY = """
+- name: The defaults of {role} as the role sees them
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars_files: [{defaults}]
+  tasks:
+    - name: Check the types of the defaults of {role}
+      argument_types:
+        spec: {spec}
+"""
+
+
+def test_each_role_accepts_its_own_defaults_including_templated_ones(tmp_path):
+    """A list variable whose value is a template ("{{ other | default([]) }}", as gpu_validate_runtimes is by
+    default) is judged by what it renders to, not refused as a string. Only the check runs, on the controller."""
+    roles = sorted(p.parent.parent.name for p in ROOT.glob("roles/*/meta/argument_specs.yml"))
+    plays = "".join(
+        DEFAULTS_PLAY.format(
+            role=role,
+            defaults=ROOT / "roles" / role / "defaults" / "main.yml",
+            spec=ROOT / "roles" / role / "meta" / "argument_specs.yml",
+        )
+        for role in roles
+        if (ROOT / "roles" / role / "defaults" / "main.yml").exists()
+    )
+    templated = (ROOT / "roles" / "gpu_validate" / "defaults" / "main.yml").read_text()
+    assert 'gpu_validate_runtimes: "{{' in templated  # the case this test is about is still there
+    (tmp_path / "playbook.yml").write_text(plays)
+    run = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp_path / "playbook.yml")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.stdout.count("ok: [localhost]") == plays.count("argument_types:")
