@@ -57,7 +57,9 @@ What is real and what is a stand-in here:
     real node the role installs NVIDIA's packages from NVIDIA's signed
     repository (or your mirror of it): see inventories/example.
   - no GPU: the node is a container, so the driver role skips it and the GPU
-    checks say "skipped". AppArmor shows "warn" where the host kernel has none.
+    checks say "skipped". Where the host kernel has no AppArmor, the AppArmor
+    profile and "FUSE confinement" say "warn": SYS_ADMIN FUSE pods would not be
+    confined there (roles/security_profiles/README.md shows the safer path).
 EOF
 if [ "$rc" -ne 0 ]; then
   echo
