@@ -94,3 +94,28 @@ def backup_root(tmp_path_factory, monkeypatch):
     root = tmp_path_factory.mktemp("backups")
     monkeypatch.setattr(file_edit, "BACKUP_ROOT", str(root), raising=False)
     return root
+
+
+def run_local_playbook(playbook, *extra: str):
+    """ansible-playbook PLAYBOOK against localhost with this venv's python (controller-side tests);
+    the CompletedProcess, whatever its exit code."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    return subprocess.run(
+        [
+            str(Path(sys.executable).parent / "ansible-playbook"),
+            "-i",
+            "localhost,",
+            "-e",
+            json.dumps({"ansible_python_interpreter": sys.executable}),
+            *extra,
+            str(playbook),
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        check=False,
+    )

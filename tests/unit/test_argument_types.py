@@ -14,16 +14,13 @@ every role, refuses it. Checked three ways:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import load_module
+from conftest import load_module, run_local_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 ROLES = sorted(path for path in (ROOT / "roles").iterdir() if (path / "meta" / "argument_specs.yml").is_file())
 TASK_NAME = "Refuse variables of the wrong type (a string for a list) before anything changes"
 
@@ -139,23 +136,9 @@ def test_each_role_refuses_a_string_for_each_list_and_dict_variable_before_anyth
         for role, name, value in cases
     )
     (tmp_path / "playbook.yml").write_text(plays)
-    run = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            "localhost,",
-            "-e",
-            json.dumps({"ansible_python_interpreter": sys.executable}),
-            # The roles run against this machine: in check mode, so that a role that went on past a bad
-            # variable (the failure this test looks for) still changes nothing here.
-            "--check",
-            str(tmp_path / "playbook.yml"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    # The roles run against this machine: in check mode, so that a role that went on past a bad
+    # variable (the failure this test looks for) still changes nothing here.
+    run = run_local_playbook(tmp_path / "playbook.yml", "--check")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     problems = []
     for role, name, _value in cases:
@@ -202,12 +185,6 @@ def test_each_role_accepts_its_own_defaults_including_templated_ones(tmp_path):
     templated = (ROOT / "roles" / "gpu_validate" / "defaults" / "main.yml").read_text()
     assert 'gpu_validate_runtimes: "{{' in templated  # the case this test is about is still there
     (tmp_path / "playbook.yml").write_text(plays)
-    run = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "localhost,", str(tmp_path / "playbook.yml")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = run_local_playbook(tmp_path / "playbook.yml")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.stdout.count("ok: [localhost]") == plays.count("argument_types:")

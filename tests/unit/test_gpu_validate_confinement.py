@@ -14,15 +14,13 @@ requirement is missing:
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import run_local_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
-ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 
 
 def _tool(version):
@@ -89,20 +87,7 @@ def rows(tmp_path_factory):
     )
     plays = "".join(PLAY.format(name=name, node=json.dumps(node), tmp=tmp) for name, node in NODES.items())
     (tmp / "playbook.yml").write_text(plays)
-    run = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            "localhost,",
-            "-e",
-            json.dumps({"ansible_python_interpreter": sys.executable}),
-            str(tmp / "playbook.yml"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = run_local_playbook(tmp / "playbook.yml")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     result = {}
     for name in NODES:
@@ -191,20 +176,7 @@ def test_the_isolation_check_runs_a_sys_admin_container_through_the_default_runt
     (tmp_path / "playbook.yml").write_text(
         "".join(ISOLATION_PLAY.format(scen=s, tmp=tmp_path) for s in ("good", "bad"))
     )
-    run = subprocess.run(
-        [
-            str(ANSIBLE_PLAYBOOK),
-            "-i",
-            "localhost,",
-            "-e",
-            json.dumps({"ansible_python_interpreter": sys.executable}),
-            str(tmp_path / "playbook.yml"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = run_local_playbook(tmp_path / "playbook.yml")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     good = yaml.safe_load((tmp_path / "isolation-good.json").read_text())
     bad = yaml.safe_load((tmp_path / "isolation-bad.json").read_text())
