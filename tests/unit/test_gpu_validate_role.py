@@ -72,10 +72,12 @@ echo 'time="now" level=info msg="Starting CRI-O"' >&2
 printf '[crio.runtime]\\ndefault_runtime = "runc"\\n[crio.runtime.runtimes.runc]\\nruntime_path = ""\\n'
 printf '[crio.runtime.runtimes.nvidia]\\nruntime_path = "/usr/bin/nvidia-container-runtime"\\n'
 """,
-    # containerd's start time: after any config file on this machine was written
+    # containerd's start time (µs of CLOCK_MONOTONIC, as systemd < 251 can give it): about 130 years from now,
+    # after any config file on this machine was written
     "systemctl": """#!/bin/sh
 case "$*" in
-  *"show containerd -p ActiveEnterTimestamp"*) echo @4102444800 ;;
+  *"show containerd -p ExecMainStartTimestampMonotonic --value") echo 4102444800000000 ;;
+  *--timestamp=unix*) echo "Invalid value: unix." >&2; exit 1 ;;  # as systemd 247 (Debian 11) and 249 (Ubuntu 22.04)
   *) exit 1 ;;
 esac
 """,
