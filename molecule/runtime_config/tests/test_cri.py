@@ -1,5 +1,6 @@
 """The kubelet's view of containerd after runtime_config: the CRI API, through a CRI client generated at
-test time from the CRI proto (tests/cri/client.py), on containerd 1.6, 1.7 and 2.1.
+test time from the CRI proto (tests/cri/client.py), on containerd 1.6, 1.7 and 2.1 (Debian) and 2.2 (Ubuntu 22.04's
+containerd, which docker.io pulls in).
 
 rc-debian12 and rc-debian13 started from Debian's packaged config.toml (no runtimes table): before
 issue 12, registering nvidia there dropped containerd's built-in runc and the CRI plugin did not load.
@@ -101,7 +102,19 @@ def test_the_nvidia_entry_is_a_copy_of_the_default_runtime_with_only_the_binary_
 
 def test_the_config_file_only_gained_what_was_asked(host):
     """rc-debian12/13 start from the file exactly as Debian's package ships it (the regression of issue 12),
-    rc-forky from an admin's `containerd config default` (config v3); everything in it stays."""
+    rc-forky from an admin's `containerd config default` (config v3); everything in it stays. Ubuntu's package
+    ships none (rc-ubuntu2204): the role wrote `containerd config default` with only what was asked added."""
+    if host.backend.get_hostname() == "rc-ubuntu2204":
+        assert "/etc/containerd/config.toml" not in host.check_output("dpkg -L containerd").splitlines()
+        assert not host.file("/var/tmp/gpunode-test-config.toml.before").exists
+        default = tomllib.loads(host.check_output("containerd config default"))
+        after = tomllib.loads(host.file("/etc/containerd/config.toml").content_string)
+        assert after["version"] == default["version"] == 3
+        assert set(after["plugins"]) == set(default["plugins"])
+        assert set(_cri_table(after)["containerd"]["runtimes"]) == {"runc", "nvidia"}
+        runc = _cri_table(default)["containerd"]["runtimes"]["runc"]
+        assert _cri_table(after)["containerd"]["runtimes"]["runc"] == runc
+        return
     before = host.file("/var/tmp/gpunode-test-config.toml.before").content_string
     if host.backend.get_hostname() == "rc-forky":
         assert before.startswith("# Admin note: managed by hand since 2024, keep this comment.\n")

@@ -9,7 +9,7 @@ SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 from playbook_runner import run_playbook
 
-# one run drives all three nodes; it is started from the node that gets the refused config
+# one run drives all four nodes; it is started from the node that gets the refused config
 testinfra_hosts = ["ansible://rc-debian12"]
 
 
@@ -30,7 +30,7 @@ def test_a_rollback_on_one_host_lets_the_other_hosts_go_on(host):
     recap = {line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("rc-")}
     assert " failed=1 " in recap["rc-debian12"], recap
     assert " rescued=1 " in recap["rc-debian12"], recap
-    for other in ("rc-debian13", "rc-forky"):
+    for other in ("rc-debian13", "rc-forky", "rc-ubuntu2204"):
         assert " failed=0 " in recap[other], recap
         assert " changed=0 " not in recap[other], f"{other} did not go on: {recap[other]}"
     # dockerd refused a key that is also a flag of its unit (-H fd://): rolled back byte for byte

@@ -1,10 +1,11 @@
-"""runtime_config's restart transaction judged by what the kubelet sees (issue 12), on all three nodes at once.
+"""runtime_config's restart transaction judged by what the kubelet sees (issue 12), on all four nodes at once.
 
-Each test drives the role once against rc-debian12, rc-debian13 and rc-forky (containerd 1.6, 1.7, 2.1)
-and checks every node: --check --diff, a changed setting, a refused binary path, nvidia as the default and
-back, a change written but not applied, a CRI plugin that does not load (rolled back byte for byte), a large
-config (not rolled back), and where the backups went. The tests run in this order; the third one gives
-config.toml mode 0600 (as when it holds registry passwords), and the later ones check that the role keeps it.
+Each test drives the role once against rc-debian12, rc-debian13, rc-forky and rc-ubuntu2204 (containerd 1.6,
+1.7, 2.1, and Ubuntu 22.04's 2.2 under systemd 249) and checks every node: --check --diff, a changed setting,
+a refused binary path, nvidia as the default and back, a change written but not applied, a CRI plugin that does
+not load (rolled back byte for byte), a large config (not rolled back), and where the backups went. The tests
+run in this order; the third one gives config.toml mode 0600 (as when it holds registry passwords), and the
+later ones check that the role keeps it.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ from playbook_runner import run_playbook
 from tests.cri.client import CriClient, node_socket
 
 testinfra_hosts = ["ansible://rc-debian12"]
-NODES = ("rc-debian12", "rc-debian13", "rc-forky")
+NODES = ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204")
+V3 = ("rc-forky", "rc-ubuntu2204")  # containerd 2.x: config v3
 CONFIG = "/etc/containerd/config.toml"
 DAEMON_JSON = "/etc/docker/daemon.json"
 STATE = "/var/lib/gpu-node-provisioning"
 STANDIN = "/usr/bin/nvidia-container-runtime"
 IMAGE = "docker.io/gpunode-test/busybox:latest"
-# the CRI table of each node's config.toml: Debian's packaged file is v2, rc-forky's is v3
-CRI_TABLE = "('io.containerd.cri.v1.runtime' if inventory_hostname == 'rc-forky' else 'io.containerd.grpc.v1.cri')"
+# the CRI table of each node's config.toml: Debian's packaged file is v2, containerd 2.x's is v3
+CRI_TABLE = f"('io.containerd.cri.v1.runtime' if inventory_hostname in {list(V3)} else 'io.containerd.grpc.v1.cri')"
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +166,9 @@ def test_a_change_written_but_not_applied_is_applied_by_the_next_run(host, nodes
     for name, node in nodes.items():
         assert _started(node) == started[name], f"{name}: containerd was restarted"
         assert node.file(f"{STATE}/pending-restart-containerd.json").exists
+        # the state directory also holds gpu_validate's reports, which operators read; the markers are root's
+        assert node.file(STATE).mode == 0o755, f"{name}: {STATE} is {node.file(STATE).mode:o}"
+        assert node.file(f"{STATE}/pending-restart-containerd.json").mode == 0o600
         assert "gpunode-pending" in _effective(node)["containerd"]["runtimes"]  # in the file...
         assert not _pod_runs(name, "gpunode-pending")  # ...but not in the running daemon
     # the next run, with nothing left to write, restarts containerd and checks it
@@ -211,10 +216,10 @@ def test_a_large_config_is_not_rolled_back(host, nodes):
         f"mirror-{n}.registry.example": {"endpoint": [f"https://mirror-{n}.registry.example"]} for n in range(1500)
     }
     headers = {f"X-Gpunode-Test-{n}": [f"value-{n}"] for n in range(1500)}
-    # config v3 (rc-forky) sets registry.config_path, which containerd refuses together with mirrors
+    # config v3 (rc-forky, rc-ubuntu2204) sets registry.config_path, which containerd refuses together with mirrors
     settings = (
         "{{ {'plugins': {'io.containerd.cri.v1.images': {'registry': {'headers': gpunode_test_headers}}}}"
-        " if inventory_hostname == 'rc-forky' else"
+        f" if inventory_hostname in {list(V3)} else"
         " {'plugins': {'io.containerd.grpc.v1.cri': {'registry': {'mirrors': gpunode_test_mirrors}}}} }}"
     )
     large = {
