@@ -153,12 +153,12 @@ _HEADER_RUNTIME = re.compile(r"""^\s*\[[^\]]*\bruntimes\.(?:"([^"]+)"|'([^']+)'|
 _DEFAULT_RUNTIME = re.compile(r"""^\s*default_runtime(?:_name)?\s*=\s*["']([^"']*)["']""", re.M)
 
 
-def _walk_runtimes(node, found: set[str], defaults: list[str]) -> None:
+def _walk_runtimes(node, found: dict[str, Mapping], defaults: list[str]) -> None:
     if not isinstance(node, Mapping):
         return
     runtimes = node.get("runtimes")
     if isinstance(runtimes, Mapping) and all(isinstance(v, Mapping) for v in runtimes.values()):
-        found.update(str(name) for name in runtimes)
+        found.update((str(name), entry) for name, entry in runtimes.items())
         for key in ("default_runtime_name", "default_runtime"):
             if isinstance(node.get(key), str) and node[key]:
                 defaults.append(node[key])
@@ -167,15 +167,27 @@ def _walk_runtimes(node, found: set[str], defaults: list[str]) -> None:
         _walk_runtimes(value, found, defaults)
 
 
+def _runtime_entry(entry) -> dict:
+    """What starts a container of one runtime table: the shim (containerd's runtime_type), the OCI runtime
+    binary (containerd's options.BinaryName, CRI-O's runtime_path; '' = the shim's own default, runc) and
+    CRI-O's runtime_type."""
+    entry = entry if isinstance(entry, Mapping) else {}
+    options = entry.get("options") if isinstance(entry.get("options"), Mapping) else {}
+    binary = options.get("BinaryName") or entry.get("runtime_path") or ""
+    return {"runtime_type": str(entry.get("runtime_type") or ""), "binary": str(binary)}
+
+
 def gpu_validate_runtime_config(text) -> dict:
     """Runtimes and the default runtime of a containerd or CRI-O configuration dump.
 
     containerd: every `...containerd.runtimes.<name>` table and `default_runtime_name` next to it
     (config v1, v2 and v3 alike). CRI-O: `crio.runtime.runtimes.<name>` and `crio.runtime.default_runtime`.
-    Returns {"runtimes": [names, sorted], "default": name or None, "parsed": True when the text was TOML}.
+    Returns {"runtimes": [names, sorted], "default": name or None, "parsed": True when the text was TOML,
+    "default_entry": {"runtime_type", "binary"} of the default runtime's table (runc's when no default is
+    named: the CRI plugin's and CRI-O's own default), empty strings where the dump does not say}.
     """
     text = str(text or "")
-    found: set[str] = set()
+    found: dict[str, Mapping] = {}
     defaults: list[str] = []
     try:
         _walk_runtimes(tomllib.loads(text), found, defaults)
@@ -184,9 +196,15 @@ def gpu_validate_runtime_config(text) -> dict:
         # Log lines or a tool's oddities around the TOML: read the table headers and the key instead.
         parsed = False
         for match in _HEADER_RUNTIME.finditer(text):
-            found.add(next(g for g in match.groups() if g))
+            found[next(g for g in match.groups() if g)] = {}
         defaults.extend(m.group(1) for m in _DEFAULT_RUNTIME.finditer(text) if m.group(1))
-    return {"runtimes": sorted(found), "default": defaults[0] if defaults else None, "parsed": parsed}
+    default = defaults[0] if defaults else None
+    return {
+        "runtimes": sorted(found),
+        "default": default,
+        "parsed": parsed,
+        "default_entry": _runtime_entry(found.get(default or "runc")),
+    }
 
 
 def gpu_validate_json_problem(text) -> str:

@@ -198,3 +198,70 @@ class CriClient:
     def remove_pod(self, sandbox_id: str) -> None:
         self.runtime.StopPodSandbox(self.pb.StopPodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=self.timeout)
         self.runtime.RemovePodSandbox(self.pb.RemovePodSandboxRequest(pod_sandbox_id=sandbox_id), timeout=self.timeout)
+
+    def run_to_completion(
+        self,
+        name: str,
+        image: str,
+        command: list[str],
+        *,
+        host_ids: tuple[int, int] | None = None,
+        devices: tuple[str, ...] = (),
+        add_capabilities: tuple[str, ...] = (),
+        wait: float = 60,
+    ) -> tuple[int, str]:
+        """Run a pod of one container to its end, as a kubelet does, and remove it.
+
+        ``host_ids=(first host ID, count)``: the pod gets its own user namespace mapping container IDs
+        0..count-1 to those host IDs (what the kubelet asks for a pod with hostUsers: false; the pod then
+        needs its own network namespace, so the node needs a CNI network). Without it the pod runs in the
+        node's user namespace (hostUsers: true). Returns (exit code, path of the container's log on the node).
+        """
+        pb = self.pb
+        namespaces = pb.NamespaceOption(network=pb.NODE)
+        if host_ids is not None:
+            ids = [pb.IDMapping(host_id=host_ids[0], container_id=0, length=host_ids[1])]
+            namespaces = pb.NamespaceOption(
+                network=pb.POD, userns_options=pb.UserNamespace(mode=pb.POD, uids=ids, gids=ids)
+            )
+        uid = f"{name}-{time.time_ns()}"
+        sandbox_config = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace="gpunode-test"),
+            log_directory=f"/var/log/pods/gpunode-test_{name}_{uid}",
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent="gpunode_test.slice",
+                security_context=pb.LinuxSandboxSecurityContext(namespace_options=namespaces),
+            ),
+        )
+        sandbox = self.runtime.RunPodSandbox(
+            pb.RunPodSandboxRequest(config=sandbox_config, runtime_handler=""), timeout=self.timeout
+        ).pod_sandbox_id
+        try:
+            config = pb.ContainerConfig(
+                metadata=pb.ContainerMetadata(name="main"),
+                image=pb.ImageSpec(image=image),
+                command=command,
+                log_path="main.log",
+                devices=[pb.Device(container_path=d, host_path=d, permissions="rwm") for d in devices],
+                linux=pb.LinuxContainerConfig(
+                    security_context=pb.LinuxContainerSecurityContext(
+                        capabilities=pb.Capability(add_capabilities=list(add_capabilities)),
+                        namespace_options=namespaces,
+                    )
+                ),
+            )
+            container = self.runtime.CreateContainer(
+                pb.CreateContainerRequest(pod_sandbox_id=sandbox, config=config, sandbox_config=sandbox_config),
+                timeout=self.timeout,
+            ).container_id
+            self.runtime.StartContainer(pb.StartContainerRequest(container_id=container), timeout=self.timeout)
+            deadline = time.monotonic() + wait
+            while True:
+                status = self.runtime.ContainerStatus(pb.ContainerStatusRequest(container_id=container)).status
+                if status.state == pb.CONTAINER_EXITED:
+                    return status.exit_code, status.log_path
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"container {container} of pod {name} still {status.state} after {wait} s")
+                time.sleep(0.5)
+        finally:
+            self.remove_pod(sandbox)

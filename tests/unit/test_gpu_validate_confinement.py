@@ -155,6 +155,8 @@ ISOLATION_PLAY = """
       ansible.builtin.set_fact:
         __gpu_validate_checks: []
         __gpu_validate_has_gpu: true
+        __gpu_validate_runtimes: [docker]
+        __gpu_validate_node: {{runtimes: {{docker: {{installed: true, running: true}}}}}}
     - name: Run the isolation check
       ansible.builtin.include_role:
         name: gpu_validate
@@ -189,3 +191,116 @@ def test_the_isolation_check_runs_a_sys_admin_container_through_the_default_runt
     for call in calls:
         assert call.startswith("run --rm --cap-add SYS_ADMIN --env NVIDIA_VISIBLE_DEVICES=all")
         assert "--runtime" not in call  # the default runtime
+
+
+# --- containerd: the same container through the CRI plugin's default runtime --------------------------
+
+# `containerd config dump` of containerd 2.1 (config v3): runc is CRI's default, or (bad) nvidia is.
+FAKE_CONTAINERD = """#!/bin/sh
+if [ "$SCEN" = bad ]; then default=nvidia; else default=runc; fi
+cat <<END
+version = 3
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+  default_runtime_name = '$default'
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = 'io.containerd.runc.v2'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+    BinaryName = ''
+    SystemdCgroup = true
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]
+  runtime_type = 'io.containerd.runc.v2'
+  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
+    BinaryName = '/usr/bin/nvidia-container-runtime'
+    SystemdCgroup = true
+END
+"""
+
+# ctr: a container through the nvidia binary with CAP_SYS_ADMIN sees 4 devices, as NVIDIA's runtime
+# gives them to a "privileged" container that sets NVIDIA_VISIBLE_DEVICES=all.
+FAKE_CTR = """#!/bin/sh
+case "$*" in
+  *"plugins ls"*) echo "io.containerd.grpc.v1                 cri                      linux/amd64    ok" ;;
+  *"images ls"*) echo docker.io/library/busybox:latest ;;
+  *" run "*)
+    echo "$*" >> "$FAKE_LOG"
+    case "$*" in
+      *"--runc-binary /usr/bin/nvidia-container-runtime --cap-add CAP_SYS_ADMIN"*) echo 4 ;;
+      *"sh -c"*) echo 0 ;;
+    esac ;;
+esac
+"""
+
+CONTAINERD_PLAY = """
+- name: GPU isolation of a SYS_ADMIN container through containerd, {scen}
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  environment:
+    PATH: "{tmp}/bin:/usr/bin:/bin"
+    SCEN: "{scen}"
+    FAKE_LOG: "{tmp}/ctr-{scen}.log"
+  tasks:
+    - name: Give the state the role's preflight sets up
+      ansible.builtin.set_fact:
+        __gpu_validate_checks: []
+        __gpu_validate_has_gpu: true
+        __gpu_validate_runtimes: [containerd]
+        __gpu_validate_node:
+          runtimes:
+            containerd: {{installed: true, running: true, binary: "{tmp}/bin/containerd"}}
+    - name: Run containerd's checks, then the isolation check
+      ansible.builtin.include_role:
+        name: gpu_validate
+        tasks_from: "{{{{ step }}}}"
+      vars:
+        gpu_validate_containerd_test_image: docker.io/library/busybox:latest
+        gpu_validate_containerd_run_options: [--cpu-shares, "0"]
+      loop: [containerd.yml, isolation.yml]
+      loop_control:
+        loop_var: step
+    - name: Write the result
+      ansible.builtin.copy:
+        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        dest: "{tmp}/containerd-{scen}.json"
+        mode: "0644"
+"""
+
+
+def test_containerds_isolation_check_runs_the_sys_admin_container_through_cris_default_runtime(tmp_path):
+    """Pods without a RuntimeClass get CRI's default_runtime_name, not ctr's default: with nvidia as CRI's
+    default, the doctor's container goes through nvidia's binary, sees the GPUs, and the row fails."""
+    (tmp_path / "bin").mkdir()
+    for name, text in {"containerd": FAKE_CONTAINERD, "ctr": FAKE_CTR, "systemctl": "#!/bin/sh\necho @1\n"}.items():
+        (tmp_path / "bin" / name).write_text(text)
+        (tmp_path / "bin" / name).chmod(0o755)
+    (tmp_path / "playbook.yml").write_text(
+        "".join(CONTAINERD_PLAY.format(scen=s, tmp=tmp_path) for s in ("good", "bad"))
+    )
+    run = run_local_playbook(tmp_path / "playbook.yml")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    name = "containerd: GPU isolation (default, CAP_SYS_ADMIN)"
+    good = {c["check"]: c for c in yaml.safe_load((tmp_path / "containerd-good.json").read_text())}
+    bad = {c["check"]: c for c in yaml.safe_load((tmp_path / "containerd-bad.json").read_text())}
+    assert good[name]["status"] == "ok", good[name]
+    assert "through CRI's default runtime runc (io.containerd.runc.v2, runc): no /dev/nvidia*" in good[name]["detail"]
+    assert bad[name]["status"] == "fail", bad[name]
+    assert (
+        "through CRI's default runtime nvidia (io.containerd.runc.v2, /usr/bin/nvidia-container-runtime) sees 4"
+        in bad[name]["detail"]
+    ), bad[name]
+    fix = bad[name]["fix"]
+    assert fix.startswith("Make runc CRI's default (nvidia_container_toolkit_set_as_default: false"), fix
+    assert "RuntimeClass nvidia" in fix
+    calls = {scen: (tmp_path / f"ctr-{scen}.log").read_text().splitlines() for scen in ("good", "bad")}
+    good_call, bad_call = ([line for line in calls[scen] if "CAP_SYS_ADMIN" in line] for scen in ("good", "bad"))
+    assert len(good_call) == 1 and len(bad_call) == 1, calls
+    assert (
+        " run --rm --runtime io.containerd.runc.v2 --cap-add CAP_SYS_ADMIN --env NVIDIA_VISIBLE_DEVICES=all"
+        in good_call[0]
+    )
+    assert "--runc-binary" not in good_call[0]  # runc: the shim's own default binary
+    assert (
+        " run --rm --runtime io.containerd.runc.v2 --runc-binary /usr/bin/nvidia-container-runtime"
+        " --cap-add CAP_SYS_ADMIN --env NVIDIA_VISIBLE_DEVICES=all --cpu-shares 0 docker.io/library/busybox:latest"
+        in bad_call[0]
+    )

@@ -163,6 +163,7 @@ def test_containerd_v2_dump_lists_the_runtimes_and_the_default():
         "runtimes": ["nvidia", "runc"],
         "default": "runc",
         "parsed": True,
+        "default_entry": {"runtime_type": "io.containerd.runc.v2", "binary": ""},
     }
 
 
@@ -180,8 +181,16 @@ def test_containerd_v3_dump_with_nvidia_as_default():
     )
     text += "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
     text += "  runtime_type = 'io.containerd.runc.v2'\n"
+    text += "  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]\n"
+    text += "    BinaryName = '/usr/bin/nvidia-container-runtime'\n"
     result = validate.gpu_validate_runtime_config(text)
-    assert result == {"runtimes": ["nvidia", "runc"], "default": "nvidia", "parsed": True}
+    assert result == {
+        "runtimes": ["nvidia", "runc"],
+        "default": "nvidia",
+        "parsed": True,
+        # what the doctor's CAP_SYS_ADMIN container runs through: CRI's default, not ctr's
+        "default_entry": {"runtime_type": "io.containerd.runc.v2", "binary": "/usr/bin/nvidia-container-runtime"},
+    }
 
 
 def test_crio_config_lists_runtimes_and_default_runtime():
@@ -194,6 +203,7 @@ def test_crio_config_lists_runtimes_and_default_runtime():
         "runtimes": ["crun", "nvidia"],
         "default": "crun",
         "parsed": True,
+        "default_entry": {"runtime_type": "", "binary": ""},
     }
 
 
@@ -204,11 +214,17 @@ def test_text_that_is_not_toml_falls_back_to_table_headers():
         "runtimes": ["kata-qemu", "nvidia"],
         "default": "nvidia",
         "parsed": False,
+        "default_entry": {"runtime_type": "", "binary": ""},  # the fallback reads no runtime table
     }
 
 
 def test_empty_dump_has_no_runtimes_and_no_default():
-    assert validate.gpu_validate_runtime_config("") == {"runtimes": [], "default": None, "parsed": True}
+    assert validate.gpu_validate_runtime_config("") == {
+        "runtimes": [],
+        "default": None,
+        "parsed": True,
+        "default_entry": {"runtime_type": "", "binary": ""},
+    }
     assert validate.gpu_validate_runtime_config(None)["runtimes"] == []
 
 

@@ -179,3 +179,73 @@ def test_site_yml_ran_on_the_oldest_target_python(host):
     version = host.check_output("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
     assert version == "3.9", version
     assert json.loads(host.file(REPORT).content_string)["summary"]["fail"] == 0
+
+
+PRIVILEGED_STANDIN = SCENARIO / "files" / "nvidia-container-runtime-privileged-standin"
+# The mutation: default_runtime_name = nvidia in config.toml (v2 or v3), whether or not the file names a default.
+MAKE_NVIDIA_CRIS_DEFAULT = r"""
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+table = r"(?m)^[ \t]*\[plugins\.(['\"])io\.containerd\.(?:cri\.v1\.runtime|grpc\.v1\.cri)\1\.containerd\][ \t]*$"
+if re.search(r"(?m)^[ \t]*default_runtime_name[ \t]*=", text):
+    text = re.sub(r"(?m)^([ \t]*)default_runtime_name[ \t]*=.*$", r"\1default_runtime_name = 'nvidia'", text)
+elif re.search(table, text):
+    header = re.search(table, text)
+    text = text[: header.end()] + "\n  default_runtime_name = 'nvidia'" + text[header.end() :]
+else:
+    v3 = re.search(r"(?m)^version[ \t]*=[ \t]*3", text)
+    plugin = "io.containerd.cri.v1.runtime" if v3 else "io.containerd.grpc.v1.cri"
+    text += f"\n[plugins.'{plugin}'.containerd]\n  default_runtime_name = 'nvidia'\n"
+open(path, "w").write(text)
+"""
+SYS_ADMIN_ROW = "containerd: GPU isolation (default, CAP_SYS_ADMIN)"
+
+
+def test_the_doctor_runs_a_sys_admin_container_through_cris_default_runtime_and_fails_when_nvidia_is_it(host):
+    """Issue 13 item 5 on containerd 2.1: a FUSE pod (CAP_SYS_ADMIN) without a RuntimeClass gets CRI's default
+    runtime. With a GPU pretended and the nvidia binary behaving like NVIDIA's with a privileged container (a
+    TEST STAND-IN bind-mounted over the stand-in package's binary), the doctor's row is ok while runc is CRI's
+    default, and fails once default_runtime_name is nvidia (ctr's own default stays runc all along)."""
+    if _name(host) != "site-forky":
+        return
+    import base64
+
+    config = "/etc/containerd/config.toml"
+    binary = "/usr/bin/nvidia-container-runtime"
+    standin = base64.b64encode(PRIVILEGED_STANDIN.read_bytes()).decode()
+    saved = host.check_output(f"base64 -w0 {config}")
+    pretend_gpu = {"gpu_validate_fail_on_error": False, "__gpu_validate_has_gpu": True}
+    validate = SCENARIO.parents[1] / "playbooks" / "validate.yml"
+    try:
+        host.check_output(f"echo {standin} | base64 -d > /usr/local/sbin/nvidia-privileged-standin")
+        host.check_output("chmod 0755 /usr/local/sbin/nvidia-privileged-standin")
+        host.check_output(f"mount --bind /usr/local/sbin/nvidia-privileged-standin {binary}")
+
+        run = run_playbook(host, validate, pretend_gpu)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+        row = _checks(host)[SYS_ADMIN_ROW]
+        assert row["status"] == "ok", row
+        assert "through CRI's default runtime runc (io.containerd.runc.v2, runc): no /dev/nvidia*" in row["detail"]
+
+        mutation = base64.b64encode(MAKE_NVIDIA_CRIS_DEFAULT.encode()).decode()
+        host.check_output(f"echo {mutation} | base64 -d | python3 - {config}")
+        host.check_output("systemctl restart containerd")
+        dump = host.check_output("containerd config dump")
+        assert "default_runtime_name = 'nvidia'" in dump or 'default_runtime_name = "nvidia"' in dump, "no mutation"
+        run = run_playbook(host, validate, pretend_gpu)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+        checks = _checks(host)
+        row = checks[SYS_ADMIN_ROW]
+        assert row["status"] == "fail", row
+        assert f"through CRI's default runtime nvidia (io.containerd.runc.v2, {binary}) sees 2" in row["detail"], row
+        assert "RuntimeClass nvidia" in row["fix"], row
+        # the unprivileged containers through the nvidia binary still see nothing (hardened config)
+        unprivileged = checks["containerd: GPU isolation (nvidia)"]
+        assert unprivileged["status"] == "ok", unprivileged
+    finally:
+        host.run(f"umount {binary} && rm -f /usr/local/sbin/nvidia-privileged-standin")
+        host.check_output(f"echo {saved} | base64 -d > {config}")
+        host.check_output("systemctl restart containerd")
+        run_playbook(host, validate, {"gpu_validate_fail_on_error": False})
+    assert _checks(host)[SYS_ADMIN_ROW]["status"] == "skipped"  # no GPU: the node's own report again

@@ -440,3 +440,71 @@ def test_the_kubelet_user_owns_a_host_id_range_for_user_namespaces_on_1_31(host)
     answer = host.run("getsubids kubelet")
     assert answer.rc == 0, answer.stderr
     assert answer.stdout.split()[-3:] == ["kubelet", "1048576", "7208960"], answer.stdout
+
+
+# --- a FUSE pod in a user namespace, through CRI (kl-debian13: containerd 2.1, runc 1.3) --------------------
+
+FUSE_IMAGE = "docker.io/gpunode-test/fuse:latest"
+MOUNT_AND_READ = "mkdir -p /src /mnt/b && echo hello-through-fuse > /src/file && bindfs /src /mnt/b && cat /mnt/b/file"
+# What a pod must not be able to do: write a host-wide kernel setting, or unmask /proc/sys. Writes back the
+# value it read, so that a pod that can write changes nothing on the host.
+ESCAPE = (
+    "v=$(cat /proc/sys/kernel/threads-max); "
+    "if echo $v > /proc/sys/kernel/threads-max; then echo WROTE-THREADS-MAX; fi; "
+    "if umount /proc/sys; then echo UNMASKED-PROC-SYS; fi; "
+    "if echo $v > /proc/sys/kernel/threads-max; then echo WROTE-THREADS-MAX; fi"
+)
+
+
+def _fuse_pod(host, host_ids):
+    """A FUSE pod as the kubelet starts it (CAP_SYS_ADMIN, /dev/fuse from a device plugin); its exit code and
+    its output lines. host_ids: the pod's host ID range (hostUsers: false), or None (hostUsers: true)."""
+    sys.path.insert(0, str(SCENARIO.parents[1]))
+    from tests.cri.client import CriClient, node_socket
+
+    command = f"{MOUNT_AND_READ}; grep /mnt/b /proc/mounts; {ESCAPE}; cat /proc/self/uid_map; echo DONE"
+    with CriClient(node_socket(host.backend.get_hostname())) as cri:
+        code, log = cri.run_to_completion(
+            "fuse",
+            FUSE_IMAGE,
+            ["sh", "-c", command],
+            host_ids=host_ids,
+            devices=("/dev/fuse",),
+            add_capabilities=("SYS_ADMIN",),
+        )
+    # CRI log lines: <time> <stream> <tag> <text>
+    return code, [line.split(" ", 3)[3] for line in host.file(log).content_string.splitlines()]
+
+
+def test_a_fuse_pod_with_host_users_false_mounts_and_cannot_touch_kernel_settings_through_cri(host):
+    """Issue 13 item 1 through the kubelet's path: containerd 2.1's CRI plugin puts the pod in a user namespace
+    mapped onto the first 65536 IDs of the kubelet's own range (what the kubelet picks from getsubids kubelet);
+    bindfs mounts through /dev/fuse, and /proc/sys stays unwritable. The same pod in the node's user namespace
+    (hostUsers: true) does write kernel.threads-max (its own value back): the assertions tell the two apart."""
+    if not _is_dropin_node(host):
+        return
+    versions = host.check_output("containerd --version; runc --version")
+    assert re.search(r"containerd \S+ 2\.1\.", versions) and re.search(r"runc version 1\.3\.", versions), versions
+    first = int(host.check_output("getsubids kubelet").split()[-2])
+
+    code, lines = _fuse_pod(host, (first, 65536))
+    assert code == 0, lines
+    assert lines[0] == "hello-through-fuse", lines
+    assert " fuse " in lines[1], lines
+    assert "WROTE-THREADS-MAX" not in lines and "UNMASKED-PROC-SYS" not in lines, lines
+    assert [line.split() for line in lines if line.split()[:1] == ["0"]] == [["0", str(first), "65536"]], lines
+    assert lines[-1] == "DONE", lines
+
+    # the doctor's FUSE confinement row judges with this function: on this node nothing is missing
+    sys.path.insert(0, str(SCENARIO.parents[1] / "plugins" / "filter"))
+    from validate import gpu_validate_userns_missing
+
+    facts = host.ansible("gpu_node_facts", check=False)["ansible_facts"]["gpu_node"]
+    gates = yaml.safe_load(host.file(DROPIN).content_string)["featureGates"]  # the kubelet role's drop-in
+    assert gpu_validate_userns_missing(facts, gates) == [], (facts, gates)
+
+    code, lines = _fuse_pod(host, None)
+    assert code == 0, lines
+    assert lines[0] == "hello-through-fuse", lines
+    assert "WROTE-THREADS-MAX" in lines, lines  # host root with CAP_SYS_ADMIN: a host-wide setting is writable
+    assert ["0", "0", "4294967295"] in [line.split() for line in lines], lines

@@ -1,0 +1,96 @@
+"""Shell tasks of the roles fail when a command inside them fails, also inside `$( ... )`.
+
+`set -e` does not reach into a command substitution: bash runs it in a subshell with errexit off, so in
+`facts=$( a; b; c )` a failing `a` is ignored and the task goes on with half the facts. Every shell task in
+roles/ that collects values with `$( ... )` therefore runs bash with `set -euo pipefail` and
+`shopt -s inherit_errexit`. The second test shows the difference on the doctor's containerd check: when
+`systemctl show containerd` fails inside its `facts=$( ... )`, the task fails and the doctor says the check
+failed, instead of reporting a start time that is merely "unknown".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_local_playbook
+
+ROOT = Path(__file__).resolve().parents[2]
+PREAMBLE = ["set -euo pipefail", "shopt -s inherit_errexit"]
+
+
+def _shell_tasks():
+    for path in sorted((ROOT / "roles").glob("*/tasks/*.yml")):
+        for task in yaml.safe_load(path.read_text()) or []:
+            for item in [task, *task.get("block", []), *task.get("rescue", []), *task.get("always", [])]:
+                script = item.get("ansible.builtin.shell")
+                if script is not None:
+                    yield f"{path.relative_to(ROOT)}: {item.get('name')}", item, script
+
+
+SHELL_TASKS = list(_shell_tasks())
+
+
+def test_the_roles_have_shell_tasks_to_check():
+    assert len(SHELL_TASKS) >= 4, [name for name, _, _ in SHELL_TASKS]
+
+
+@pytest.mark.parametrize(("name", "task", "script"), SHELL_TASKS, ids=[name for name, _, _ in SHELL_TASKS])
+def test_a_shell_task_that_collects_values_fails_on_a_failure_inside_them(name, task, script):
+    if isinstance(script, dict):
+        script = script.get("cmd", "")
+    lines = [line.strip() for line in script.splitlines() if line.strip()]
+    assert lines[:1] == PREAMBLE[:1], f"{name}: the script must start with `set -euo pipefail`"
+    if "$(" in script:
+        assert lines[:2] == PREAMBLE, f"{name}: collects values with $( ... ): add `shopt -s inherit_errexit`"
+        assert (task.get("args") or {}).get("executable") == "/bin/bash", f"{name}: inherit_errexit needs bash"
+
+
+FAKES = {
+    "ctr": '#!/bin/sh\necho "io.containerd.grpc.v1   cri   linux/amd64   ok"\n',
+    "containerd": "#!/bin/sh\nprintf 'version = 2\\n'\n",
+    # the mutation: systemd cannot be asked for containerd's start time
+    "systemctl": "#!/bin/sh\necho 'Failed to connect to bus: No such file or directory' >&2\nexit 1\n",
+}
+
+PLAY = """
+- name: The doctor's containerd check when a command inside its $( ... ) fails
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  environment:
+    PATH: "{tmp}/bin:/usr/bin:/bin"
+  tasks:
+    - name: Give the state the role's preflight sets up
+      ansible.builtin.set_fact:
+        __gpu_validate_checks: []
+        __gpu_validate_has_gpu: false
+        __gpu_validate_node:
+          runtimes:
+            containerd: {{installed: true, running: true, binary: "{tmp}/bin/containerd"}}
+    - name: Run containerd's checks
+      ansible.builtin.include_role:
+        name: gpu_validate
+        tasks_from: containerd.yml
+    - name: Write the result
+      ansible.builtin.copy:
+        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        dest: "{tmp}/result.json"
+        mode: "0644"
+"""
+
+
+def test_a_failure_inside_the_doctors_command_substitution_fails_the_check(tmp_path):
+    (tmp_path / "bin").mkdir()
+    for name, text in FAKES.items():
+        (tmp_path / "bin" / name).write_text(text)
+        (tmp_path / "bin" / name).chmod(0o755)
+    (tmp_path / "playbook.yml").write_text(PLAY.format(tmp=tmp_path))
+    run = run_local_playbook(tmp_path / "playbook.yml")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    checks = {c["check"]: c for c in yaml.safe_load((tmp_path / "result.json").read_text())}
+    cri = checks["containerd: CRI plugin"]
+    # without inherit_errexit: "ok", and "running config" only warns that the start time is unknown
+    assert cri["status"] == "fail", checks
+    assert cri["detail"].startswith("the check failed: Failed to connect to bus"), cri
