@@ -795,7 +795,7 @@ def test_argument_spec_accepts_the_defaults():
     [
         (
             {"nvidia_driver_flavour": "closed"},
-            "value of nvidia_driver_flavour must be one of: proprietary, open, got: closed",
+            "value of nvidia_driver_flavour must be one of: auto, proprietary, open, got: closed",
         ),
         (
             {"nvidia_driver_managed_by": "gpu-operator"},

@@ -48,3 +48,17 @@ def test_dkms_is_refused_under_secure_boot_without_a_mok_key(host):
     assert "Secure Boot is enabled on drv-ubuntu2404-signed" in said, run.stdout
     assert "set nvidia_driver_ubuntu_precompiled to true" in said, run.stdout
     assert not host.package("dkms").is_installed
+
+
+def test_auto_flavour_chose_open_from_the_h100s_device_id(host):
+    # nvidia_driver_flavour is auto on this node (molecule.yml): the open packages above come from the
+    # stand-in's H100 (10de:2330). A node with a Pascal and a Blackwell GPU fails before anything changes.
+    run = run_playbook(host, SCENARIO / "converge.yml", {"drv_sysfs_standin": "/srv/mixed-pascal-blackwell-sysfs"})
+    said = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout
+    assert (
+        "No NVIDIA kernel module drives all the GPUs of this node: 0000:02:00.0 (0x2b85, Blackwell or newer) need "
+        "the open GPU kernel modules, and 0000:01:00.0 (0x1b80, pre-Turing (Maxwell, Pascal, Volta or older)) work "
+        "only with the proprietary ones." in said
+    ), run.stdout
+    assert "changed=0" in said, run.stdout
