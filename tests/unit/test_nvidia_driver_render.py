@@ -1035,3 +1035,73 @@ def test_site_yml_refuses_version_changes_and_the_rolling_upgrade_allows_them():
     [driver] = [role for role in upgrade["roles"] if role["role"] == "nvidia_driver"]
     assert driver["vars"]["nvidia_driver_version_change"] == "allow"
     assert upgrade["serial"] and upgrade["max_fail_percentage"] == 0
+
+
+# ---- fabric manager in lockstep with the driver ---------------------------------------------------------
+
+
+def _fabricmanager_role(platform: str, driver: str | None, fabricmanager: str | None, **variables) -> Role:
+    probe = Role(platform, facts={"gpu_node": {"nvswitch_count": 4}})
+    packages = {}
+    if driver:
+        packages[probe["__nvidia_driver_version_package"]] = [{"version": driver}]
+    if fabricmanager:
+        packages[probe["__nvidia_driver_fabricmanager_package"]] = [{"version": fabricmanager}]
+    return Role(platform, facts={"packages": packages, "gpu_node": {"nvswitch_count": 4}}, **variables)
+
+
+def _refuse_block_task(name: str) -> dict:
+    block = _preflight_task("Refuse a driver version change outside the rolling upgrade")
+    return next(task for task in block["block"] if task["name"] == name)
+
+
+@pytest.mark.parametrize(
+    ("platform", "driver", "fabricmanager", "apart"),
+    [
+        ("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.178.04-0ubuntu0.24.04.1", False),
+        ("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1", True),
+        ("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", None, False),  # not installed yet: the role installs it
+        ("ubuntu2404", None, "580.95.05-0ubuntu1", False),  # no driver yet
+        ("rocky9", "3:580.95.05-1.el9", "580.95.05-1", False),  # epoch and revision ignored
+        ("rocky9", "3:580.105.08-1.el9", "580.95.05-1", True),
+    ],
+)
+def test_fabric_manager_apart_from_the_driver_is_found(platform, driver, fabricmanager, apart):
+    role = _fabricmanager_role(platform, driver, fabricmanager)
+    assert role["__nvidia_driver_fabricmanager_apart"] is apart
+    check = _refuse_block_task("Check that the fabric manager is at the driver's exact version")
+    assert role.condition(check["ansible.builtin.assert"]["that"]) is (not apart)
+
+
+def test_fabric_manager_apart_fails_the_refusing_run_with_the_fix():
+    role = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1")
+    check = _refuse_block_task("Check that the fabric manager is at the driver's exact version")
+    message = " ".join(role.templar.template(trust_as_template(check["ansible.builtin.assert"]["fail_msg"])).split())
+    assert message.startswith(
+        "node1 has NVIDIA Fabric Manager 580.95.05 (nvidia-fabricmanager-580) but NVIDIA driver 580.178.04."
+    )
+    assert message.endswith(
+        "playbooks/upgrade_driver.yml -e nvidia_driver_version=580.178.04, which installs and holds the fabric "
+        "manager at the driver's version; or by hand on the drained node: apt-get install "
+        "--allow-change-held-packages --allow-downgrades nvidia-fabricmanager-580=580.178.04-*"
+    )
+
+
+def test_fabric_manager_is_read_in_the_refusing_preflight_even_with_a_loaded_driver():
+    task = _refuse_block_task("Read the installed packages (the installed driver's and fabric manager's versions)")
+    role = Role("ubuntu2404", facts={"gpu_node": {"nvswitch_count": 4, "driver": {"loaded": True, "version": "1.2"}}})
+    assert role.condition(task["when"])
+
+
+def test_the_install_ends_with_the_fabric_manager_at_the_drivers_version():
+    tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    block = next(
+        task for task in tasks if task["name"] == "Check that the fabric manager is at the driver's exact version"
+    )
+    check = block["block"][1]["ansible.builtin.assert"]
+    assert "__nvidia_driver_fabricmanager_enabled" in block["when"]
+    lockstep = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.178.04-0ubuntu0.24.04.1")
+    assert all(lockstep.condition(that) for that in check["that"])
+    for driver, fabricmanager in (("580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1"), ("580.178.04-1", None)):
+        apart = _fabricmanager_role("ubuntu2404", driver, fabricmanager)
+        assert not all(apart.condition(that) for that in check["that"])

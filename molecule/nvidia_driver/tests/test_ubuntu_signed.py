@@ -62,3 +62,31 @@ def test_auto_flavour_chose_open_from_the_h100s_device_id(host):
         "only with the proprietary ones." in said
     ), run.stdout
     assert "changed=0" in said, run.stdout
+
+
+def test_a_fabric_manager_apart_from_the_driver_fails_the_refusing_run_with_the_fix(host):
+    # Mutation: the package database says the fabric manager is 580.95.05 (as after a driver update that left it
+    # behind); site.yml's refusing run must fail before changing anything and name the fix.
+    driver = _version(host, "nvidia-kernel-common-580-server").split("-")[0]
+    mutate = (
+        'cp /var/lib/dpkg/status /root/dpkg-status.before && awk \'/^Package: /{p=($2=="nvidia-fabricmanager-580")}'
+        ' p && /^Version: /{$0="Version: 580.95.05-0ubuntu1"} {print}\' /root/dpkg-status.before'
+        " > /var/lib/dpkg/status"
+    )
+    host.run_expect([0], mutate)
+    try:
+        assert _version(host, "nvidia-fabricmanager-580") == "580.95.05-0ubuntu1"
+        run = run_playbook(host, SCENARIO / "converge.yml", {"nvidia_driver_version_change": "refuse"})
+    finally:
+        host.run_expect([0], "cp /root/dpkg-status.before /var/lib/dpkg/status")
+    said = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout
+    assert (
+        f"drv-ubuntu2404-signed has NVIDIA Fabric Manager 580.95.05 (nvidia-fabricmanager-580) but NVIDIA driver "
+        f"{driver}." in said
+    ), run.stdout
+    assert (
+        f"apt-get install --allow-change-held-packages --allow-downgrades nvidia-fabricmanager-580={driver}-*" in said
+    )
+    assert "changed=0" in said, run.stdout
+    assert _version(host, "nvidia-fabricmanager-580").startswith(driver + "-")
