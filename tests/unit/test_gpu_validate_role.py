@@ -233,6 +233,17 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert report_again == report
 
 
+def test_a_prefix_pin_matches_the_loaded_full_version(node):
+    result, report = run(node, "good", True, gpu_validate_driver_version="580.95")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert by_name(report)["NVIDIA driver"] == {
+        "check": "NVIDIA driver",
+        "status": "ok",
+        "detail": "580.95.05 loaded (pin: version 580.95)",
+        "fix": "",
+    }
+
+
 def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
     result, report = run(node, "good", False, gpu_validate_test_image="", gpu_validate_containerd_test_image="")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -993,6 +993,10 @@ def _version_change_check() -> dict:
         ("570.172.08", None, {"nvidia_driver_branch": "570"}, False),
         ("570.172.08", None, {}, False),  # nothing requested: the installed driver stays
         (None, None, {"nvidia_driver_version": "580.95.05"}, False),  # a node without a driver gets one
+        ("580.95.05", None, {"nvidia_driver_version": "580.95"}, False),  # a prefix pin matches its full version
+        (None, "580.95.05-0ubuntu1", {"nvidia_driver_version": "580.95"}, False),
+        ("580.105.08", None, {"nvidia_driver_version": "580.95"}, True),
+        ("580.951.01", None, {"nvidia_driver_version": "580.95"}, True),  # a prefix of components, not of text
     ],
 )
 def test_a_driver_version_change_is_detected_from_the_loaded_else_the_installed_driver(
@@ -1105,3 +1109,24 @@ def test_the_install_ends_with_the_fabric_manager_at_the_drivers_version():
     for driver, fabricmanager in (("580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1"), ("580.178.04-1", None)):
         apart = _fabricmanager_role("ubuntu2404", driver, fabricmanager)
         assert not all(apart.condition(that) for that in check["that"])
+
+
+@pytest.mark.parametrize(
+    ("pkg_mgr_platform", "version", "suffix"),
+    [
+        ("ubuntu2404", "580.95.05", "=580.95.05-*"),
+        ("ubuntu2404", "580.95", "=580.95.*"),  # prefix pin: matches 580.95.05-0ubuntu1
+        ("rocky9", "580.95.05", "-580.95.05"),
+        ("rocky9", "580.95", "-580.95.*"),
+    ],
+)
+def test_a_prefix_pin_installs_its_full_version(pkg_mgr_platform, version, suffix):
+    role = Role(pkg_mgr_platform, nvidia_driver_version=version)
+    assert role["__nvidia_driver_version_suffix"] == suffix
+
+
+def test_the_fabric_manager_of_a_prefix_pin_gets_the_installed_full_version():
+    role = _fabricmanager_role("ubuntu2404", "580.95.05-0ubuntu1", None, nvidia_driver_version="580.95")
+    assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
+    exact = _fabricmanager_role("ubuntu2404", "580.95.05-0ubuntu1", None, nvidia_driver_version="580.95.05")
+    assert exact["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
