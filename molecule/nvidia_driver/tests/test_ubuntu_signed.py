@@ -90,3 +90,13 @@ def test_a_fabric_manager_apart_from_the_driver_fails_the_refusing_run_with_the_
     )
     assert "changed=0" in said, run.stdout
     assert _version(host, "nvidia-fabricmanager-580").startswith(driver + "-")
+
+
+def test_the_next_boot_kernel_has_the_installed_drivers_precompiled_module(host):
+    # The precompiled modules pulled in Ubuntu's real kernel image of that ABI: the reboot readiness check ran
+    # on a real /boot/vmlinuz-<ABI>-generic.
+    flavour = host.file("/etc/gpunode-test-kernel-flavour").content_string.strip()
+    assert host.file(f"/boot/vmlinuz-{flavour}").is_file
+    module = host.check_output(f"find /lib/modules/{flavour} -path '*nvidia*' -name 'nvidia.ko*' | head -1")
+    driver = _version(host, "nvidia-kernel-common-580-server").split("-")[0]
+    assert host.check_output(f"modinfo -F version {module}") == driver
