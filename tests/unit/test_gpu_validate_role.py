@@ -133,6 +133,7 @@ PLAYBOOK = """
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
         __gpu_validate_fuse_device: "{{ fuse_device }}"
+        __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
       loop: [driver.yml, toolkit.yml, docker.yml, containerd.yml, crio.yml, fuse.yml, security.yml, kubelet.yml,
              report.yml]
       loop_control:
@@ -156,6 +157,15 @@ def node(tmp_path):
     (tmp_path / "kubelet.conf.d").mkdir()
     (tmp_path / "kubelet.conf.d" / "50-gpu-node.conf").write_text("kind: KubeletConfiguration\n")
     (tmp_path / "default-kubelet").write_text('KUBELET_EXTRA_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d"\n')
+    # Installed kernels: on the good node the newest (the next boot) has the DKMS-built module; on the bad node
+    # an update installed a newer kernel without one.
+    for scen, kernels in (("good", ("6.8.0-149-generic",)), ("bad", ("6.8.0-149-generic", "6.8.0-151-generic"))):
+        for release in kernels:
+            (tmp_path / f"root-{scen}" / "boot").mkdir(parents=True, exist_ok=True)
+            (tmp_path / f"root-{scen}" / "boot" / f"vmlinuz-{release}").write_bytes(b"MZ")
+        dkms = tmp_path / f"root-{scen}" / "lib" / "modules" / "6.8.0-149-generic" / "updates" / "dkms"
+        dkms.mkdir(parents=True)
+        (dkms / "nvidia.ko.zst").write_bytes(b"")
     (tmp_path / "playbook.yml").write_text(PLAYBOOK)
     return tmp_path
 
@@ -206,19 +216,23 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
-    assert report["summary"] == {"ok": 20, "warn": 0, "fail": 0, "skipped": 0, "total": 20, "status": "ok"}
+    assert report["summary"] == {"ok": 21, "warn": 0, "fail": 0, "skipped": 0, "total": 21, "status": "ok"}
     assert checks["containerd: CRI plugin"]["detail"] == "ctr plugins ls: cri ok (the kubelet can run pods)"
     assert checks["containerd: running config"]["detail"] == (
         "containerd started after its config files were last written"
     )
     assert checks["NVIDIA driver"]["detail"] == "580.95.05 loaded (pin: version 580.95.05)"
     assert checks["nvidia-smi"]["detail"] == "2 GPU(s): NVIDIA A100-SXM4-80GB"
+    assert (
+        checks["driver after next reboot"]["detail"]
+        == "kernel 6.8.0-149-generic boots next with NVIDIA module nvidia.ko.zst"
+    )
     assert checks["container toolkit"]["detail"] == "nvidia-container-toolkit 1.17.8-1 (pin 1.17.8-1)"
     assert checks["docker: default runtime"]["detail"] == "runc (nvidia is not the default)"
     assert checks["crio: nvidia runtime"]["status"] == "ok"
     assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
     table = (node / "report" / "validate.txt").read_text()
-    assert table.startswith("localhost: OK - 20 checks (20 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert table.startswith("localhost: OK - 21 checks (21 ok, 0 warn, 0 fail, 0 skipped)\n")
     assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
     # the test containers went through the nvidia runtime, with the configured options
     log = (node / "containers.log").read_text()
@@ -251,6 +265,7 @@ def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
     for name in (
         "NVIDIA driver",
         "nvidia-smi",
+        "driver after next reboot",
         "docker: GPU isolation (nvidia)",
         "docker: GPU isolation (default)",
         "containerd: GPU isolation (nvidia)",
@@ -278,7 +293,12 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
         "docker: GPU isolation (default)",
         "/dev/fuse",
         "containerd: CRI plugin",
+        "driver after next reboot",
     }
+    assert checks["driver after next reboot"]["detail"] == (
+        "kernel 6.8.0-151-generic boots next (newest /boot/vmlinuz-*) and has no NVIDIA module"
+    )
+    assert checks["driver after next reboot"]["fix"].startswith("Run site.yml --tags driver")
     cri = checks["containerd: CRI plugin"]
     assert cri["detail"] == (
         "containerd runs but its CRI plugin did not load, so the kubelet can run no pod:"
@@ -290,12 +310,12 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
     assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
     assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
     assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
-    assert "6 check(s) failed on localhost" in result.stdout + result.stderr
+    assert "7 check(s) failed on localhost" in result.stdout + result.stderr
     assert report["summary"]["status"] == "fail"
 
 
 def test_fail_on_error_false_reports_without_failing(node):
     result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["summary"]["fail"] == 4
+    assert report["summary"]["fail"] == 5
     assert yaml.safe_load(json.dumps(report)) == report
