@@ -111,7 +111,10 @@ PLAYBOOK = """
           has_gpu: "{{ has_gpu | bool }}"
           gpu_count: 2
           nouveau_loaded: false
-          driver: {loaded: "{{ has_gpu | bool }}", version: "580.95.05"}
+          driver:
+            loaded: "{{ has_gpu | bool }}"
+            version: "580.95.05"
+            modules: "{{ ['nvidia', 'nvidia_uvm'] + (['nvidia_peermem'] if scen == 'good' else []) }}"
           nvidia_smi: "{{ fake_bin }}/nvidia-smi"
           runtimes:
             docker: {installed: true, running: true, binary: "{{ fake_bin }}/docker"}
@@ -134,6 +137,7 @@ PLAYBOOK = """
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
         __gpu_validate_fuse_device: "{{ fuse_device }}"
         __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
+        __gpu_validate_peermem_file: "{{ tmp }}/root-{{ scen }}/etc/modules-load.d/nvidia-peermem.conf"
       loop: [driver.yml, toolkit.yml, docker.yml, containerd.yml, crio.yml, fuse.yml, security.yml, kubelet.yml,
              report.yml]
       loop_control:
@@ -166,6 +170,8 @@ def node(tmp_path):
         dkms = tmp_path / f"root-{scen}" / "lib" / "modules" / "6.8.0-149-generic" / "updates" / "dkms"
         dkms.mkdir(parents=True)
         (dkms / "nvidia.ko.zst").write_bytes(b"")
+    (tmp_path / "root-good" / "etc" / "modules-load.d").mkdir(parents=True)
+    (tmp_path / "root-good" / "etc" / "modules-load.d" / "nvidia-peermem.conf").write_text("nvidia-peermem\n")
     (tmp_path / "playbook.yml").write_text(PLAYBOOK)
     return tmp_path
 
@@ -186,6 +192,7 @@ def run(tmp: Path, scen: str, has_gpu: bool, **overrides) -> tuple[subprocess.Co
         "gpu_validate_kubelet_env_file": str(tmp / "default-kubelet"),
         "gpu_validate_kubelet_main_config": str(tmp / "missing-config.yaml"),
         "gpu_validate_driver_version": "580.95.05",
+        "gpu_validate_peermem": True,
         "gpu_validate_toolkit_version": "1.17.8-1",
         "gpu_validate_test_image": "busybox:latest",
         "gpu_validate_containerd_test_image": "docker.io/library/busybox:latest",
@@ -216,7 +223,7 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
-    assert report["summary"] == {"ok": 21, "warn": 0, "fail": 0, "skipped": 0, "total": 21, "status": "ok"}
+    assert report["summary"] == {"ok": 22, "warn": 0, "fail": 0, "skipped": 0, "total": 22, "status": "ok"}
     assert checks["containerd: CRI plugin"]["detail"] == "ctr plugins ls: cri ok (the kubelet can run pods)"
     assert checks["containerd: running config"]["detail"] == (
         "containerd started after its config files were last written"
@@ -227,12 +234,15 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
         checks["driver after next reboot"]["detail"]
         == "kernel 6.8.0-149-generic boots next with NVIDIA module nvidia.ko.zst"
     )
+    assert checks["nvidia-peermem"]["detail"] == (
+        f"loaded, and loaded at boot ({node}/root-good/etc/modules-load.d/nvidia-peermem.conf)"
+    )
     assert checks["container toolkit"]["detail"] == "nvidia-container-toolkit 1.17.8-1 (pin 1.17.8-1)"
     assert checks["docker: default runtime"]["detail"] == "runc (nvidia is not the default)"
     assert checks["crio: nvidia runtime"]["status"] == "ok"
     assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
     table = (node / "report" / "validate.txt").read_text()
-    assert table.startswith("localhost: OK - 21 checks (21 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert table.startswith("localhost: OK - 22 checks (22 ok, 0 warn, 0 fail, 0 skipped)\n")
     assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
     # the test containers went through the nvidia runtime, with the configured options
     log = (node / "containers.log").read_text()
@@ -266,6 +276,7 @@ def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
         "NVIDIA driver",
         "nvidia-smi",
         "driver after next reboot",
+        "nvidia-peermem",
         "docker: GPU isolation (nvidia)",
         "docker: GPU isolation (default)",
         "containerd: GPU isolation (nvidia)",
@@ -294,7 +305,12 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
         "/dev/fuse",
         "containerd: CRI plugin",
         "driver after next reboot",
+        "nvidia-peermem",
     }
+    assert checks["nvidia-peermem"]["detail"] == (
+        f"{node}/root-bad/etc/modules-load.d/nvidia-peermem.conf is missing: not loaded at boot"
+    )
+    assert checks["nvidia-peermem"]["fix"] == "Run site.yml --tags driver with nvidia_driver_peermem: true"
     assert checks["driver after next reboot"]["detail"] == (
         "kernel 6.8.0-151-generic boots next (newest /boot/vmlinuz-*) and has no NVIDIA module"
     )
@@ -310,12 +326,12 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
     assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
     assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
     assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
-    assert "7 check(s) failed on localhost" in result.stdout + result.stderr
+    assert "8 check(s) failed on localhost" in result.stdout + result.stderr
     assert report["summary"]["status"] == "fail"
 
 
 def test_fail_on_error_false_reports_without_failing(node):
     result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["summary"]["fail"] == 5
+    assert report["summary"]["fail"] == 6
     assert yaml.safe_load(json.dumps(report)) == report
