@@ -113,7 +113,10 @@ PLAYBOOK = """
           has_gpu: "{{ has_gpu | bool }}"
           gpu_count: 2
           nouveau_loaded: false
-          driver: {loaded: "{{ has_gpu | bool }}", version: "580.95.05"}
+          driver:
+            loaded: "{{ has_gpu | bool }}"
+            version: "580.95.05"
+            modules: "{{ ['nvidia', 'nvidia_uvm'] + (['nvidia_peermem'] if scen == 'good' else []) }}"
           nvidia_smi: "{{ fake_bin }}/nvidia-smi"
           runtimes:
             docker: {installed: true, running: true, binary: "{{ fake_bin }}/docker"}
@@ -135,6 +138,8 @@ PLAYBOOK = """
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
         __gpu_validate_fuse_device: "{{ fuse_device }}"
+        __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
+        __gpu_validate_peermem_file: "{{ tmp }}/root-{{ scen }}/etc/modules-load.d/nvidia-peermem.conf"
       loop: [driver.yml, toolkit.yml, docker.yml, containerd.yml, crio.yml, fuse.yml, security.yml, kubelet.yml,
              report.yml]
       loop_control:
@@ -158,6 +163,17 @@ def node(tmp_path):
     (tmp_path / "kubelet.conf.d").mkdir()
     (tmp_path / "kubelet.conf.d" / "50-gpu-node.conf").write_text("kind: KubeletConfiguration\n")
     (tmp_path / "default-kubelet").write_text('KUBELET_EXTRA_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d"\n')
+    # Installed kernels: on the good node the newest (the next boot) has the DKMS-built module; on the bad node
+    # an update installed a newer kernel without one.
+    for scen, kernels in (("good", ("6.8.0-149-generic",)), ("bad", ("6.8.0-149-generic", "6.8.0-151-generic"))):
+        for release in kernels:
+            (tmp_path / f"root-{scen}" / "boot").mkdir(parents=True, exist_ok=True)
+            (tmp_path / f"root-{scen}" / "boot" / f"vmlinuz-{release}").write_bytes(b"MZ")
+        dkms = tmp_path / f"root-{scen}" / "lib" / "modules" / "6.8.0-149-generic" / "updates" / "dkms"
+        dkms.mkdir(parents=True)
+        (dkms / "nvidia.ko.zst").write_bytes(b"")
+    (tmp_path / "root-good" / "etc" / "modules-load.d").mkdir(parents=True)
+    (tmp_path / "root-good" / "etc" / "modules-load.d" / "nvidia-peermem.conf").write_text("nvidia-peermem\n")
     (tmp_path / "playbook.yml").write_text(PLAYBOOK)
     return tmp_path
 
@@ -178,6 +194,7 @@ def run(tmp: Path, scen: str, has_gpu: bool, **overrides) -> tuple[subprocess.Co
         "gpu_validate_kubelet_env_file": str(tmp / "default-kubelet"),
         "gpu_validate_kubelet_main_config": str(tmp / "missing-config.yaml"),
         "gpu_validate_driver_version": "580.95.05",
+        "gpu_validate_peermem": True,
         "gpu_validate_toolkit_version": "1.17.8-1",
         "gpu_validate_test_image": "busybox:latest",
         "gpu_validate_containerd_test_image": "docker.io/library/busybox:latest",
@@ -208,19 +225,26 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
-    assert report["summary"] == {"ok": 20, "warn": 0, "fail": 0, "skipped": 0, "total": 20, "status": "ok"}
+    assert report["summary"] == {"ok": 22, "warn": 0, "fail": 0, "skipped": 0, "total": 22, "status": "ok"}
     assert checks["containerd: CRI plugin"]["detail"] == "ctr plugins ls: cri ok (the kubelet can run pods)"
     assert checks["containerd: running config"]["detail"] == (
         "containerd started after its config files were last written"
     )
     assert checks["NVIDIA driver"]["detail"] == "580.95.05 loaded (pin: version 580.95.05)"
     assert checks["nvidia-smi"]["detail"] == "2 GPU(s): NVIDIA A100-SXM4-80GB"
+    assert (
+        checks["driver after next reboot"]["detail"]
+        == "kernel 6.8.0-149-generic boots next with NVIDIA module nvidia.ko.zst"
+    )
+    assert checks["nvidia-peermem"]["detail"] == (
+        f"loaded, and loaded at boot ({node}/root-good/etc/modules-load.d/nvidia-peermem.conf)"
+    )
     assert checks["container toolkit"]["detail"] == "nvidia-container-toolkit 1.17.8-1 (pin 1.17.8-1)"
     assert checks["docker: default runtime"]["detail"] == "runc (nvidia is not the default)"
     assert checks["crio: nvidia runtime"]["status"] == "ok"
     assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
     table = (node / "report" / "validate.txt").read_text()
-    assert table.startswith("localhost: OK - 20 checks (20 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert table.startswith("localhost: OK - 22 checks (22 ok, 0 warn, 0 fail, 0 skipped)\n")
     assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
     # the test containers went through the nvidia runtime, with the configured options
     log = (node / "containers.log").read_text()
@@ -235,6 +259,17 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert report_again == report
 
 
+def test_a_prefix_pin_matches_the_loaded_full_version(node):
+    result, report = run(node, "good", True, gpu_validate_driver_version="580.95")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert by_name(report)["NVIDIA driver"] == {
+        "check": "NVIDIA driver",
+        "status": "ok",
+        "detail": "580.95.05 loaded (pin: version 580.95)",
+        "fix": "",
+    }
+
+
 def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
     result, report = run(node, "good", False, gpu_validate_test_image="", gpu_validate_containerd_test_image="")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -242,6 +277,8 @@ def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
     for name in (
         "NVIDIA driver",
         "nvidia-smi",
+        "driver after next reboot",
+        "nvidia-peermem",
         "docker: GPU isolation (nvidia)",
         "docker: GPU isolation (default)",
         "containerd: GPU isolation (nvidia)",
@@ -269,7 +306,17 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
         "docker: GPU isolation (default)",
         "/dev/fuse",
         "containerd: CRI plugin",
+        "driver after next reboot",
+        "nvidia-peermem",
     }
+    assert checks["nvidia-peermem"]["detail"] == (
+        f"{node}/root-bad/etc/modules-load.d/nvidia-peermem.conf is missing: not loaded at boot"
+    )
+    assert checks["nvidia-peermem"]["fix"] == "Run site.yml --tags driver with nvidia_driver_peermem: true"
+    assert checks["driver after next reboot"]["detail"] == (
+        "kernel 6.8.0-151-generic boots next (newest /boot/vmlinuz-*) and has no NVIDIA module"
+    )
+    assert checks["driver after next reboot"]["fix"].startswith("Run site.yml --tags driver")
     cri = checks["containerd: CRI plugin"]
     assert cri["detail"] == (
         "containerd runs but its CRI plugin did not load, so the kubelet can run no pod:"
@@ -281,12 +328,12 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
     assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
     assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
     assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
-    assert "6 check(s) failed on localhost" in result.stdout + result.stderr
+    assert "8 check(s) failed on localhost" in result.stdout + result.stderr
     assert report["summary"]["status"] == "fail"
 
 
 def test_fail_on_error_false_reports_without_failing(node):
     result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["summary"]["fail"] == 4
+    assert report["summary"]["fail"] == 6
     assert yaml.safe_load(json.dumps(report)) == report

@@ -795,7 +795,7 @@ def test_argument_spec_accepts_the_defaults():
     [
         (
             {"nvidia_driver_flavour": "closed"},
-            "value of nvidia_driver_flavour must be one of: proprietary, open, got: closed",
+            "value of nvidia_driver_flavour must be one of: auto, proprietary, open, got: closed",
         ),
         (
             {"nvidia_driver_managed_by": "gpu-operator"},
@@ -993,6 +993,10 @@ def _version_change_check() -> dict:
         ("570.172.08", None, {"nvidia_driver_branch": "570"}, False),
         ("570.172.08", None, {}, False),  # nothing requested: the installed driver stays
         (None, None, {"nvidia_driver_version": "580.95.05"}, False),  # a node without a driver gets one
+        ("580.95.05", None, {"nvidia_driver_version": "580.95"}, False),  # a prefix pin matches its full version
+        (None, "580.95.05-0ubuntu1", {"nvidia_driver_version": "580.95"}, False),
+        ("580.105.08", None, {"nvidia_driver_version": "580.95"}, True),
+        ("580.951.01", None, {"nvidia_driver_version": "580.95"}, True),  # a prefix of components, not of text
     ],
 )
 def test_a_driver_version_change_is_detected_from_the_loaded_else_the_installed_driver(
@@ -1035,3 +1039,94 @@ def test_site_yml_refuses_version_changes_and_the_rolling_upgrade_allows_them():
     [driver] = [role for role in upgrade["roles"] if role["role"] == "nvidia_driver"]
     assert driver["vars"]["nvidia_driver_version_change"] == "allow"
     assert upgrade["serial"] and upgrade["max_fail_percentage"] == 0
+
+
+# ---- fabric manager in lockstep with the driver ---------------------------------------------------------
+
+
+def _fabricmanager_role(platform: str, driver: str | None, fabricmanager: str | None, **variables) -> Role:
+    probe = Role(platform, facts={"gpu_node": {"nvswitch_count": 4}})
+    packages = {}
+    if driver:
+        packages[probe["__nvidia_driver_version_package"]] = [{"version": driver}]
+    if fabricmanager:
+        packages[probe["__nvidia_driver_fabricmanager_package"]] = [{"version": fabricmanager}]
+    return Role(platform, facts={"packages": packages, "gpu_node": {"nvswitch_count": 4}}, **variables)
+
+
+def _refuse_block_task(name: str) -> dict:
+    block = _preflight_task("Refuse a driver version change outside the rolling upgrade")
+    return next(task for task in block["block"] if task["name"] == name)
+
+
+@pytest.mark.parametrize(
+    ("platform", "driver", "fabricmanager", "apart"),
+    [
+        ("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.178.04-0ubuntu0.24.04.1", False),
+        ("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1", True),
+        ("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", None, False),  # not installed yet: the role installs it
+        ("ubuntu2404", None, "580.95.05-0ubuntu1", False),  # no driver yet
+        ("rocky9", "3:580.95.05-1.el9", "580.95.05-1", False),  # epoch and revision ignored
+        ("rocky9", "3:580.105.08-1.el9", "580.95.05-1", True),
+    ],
+)
+def test_fabric_manager_apart_from_the_driver_is_found(platform, driver, fabricmanager, apart):
+    role = _fabricmanager_role(platform, driver, fabricmanager)
+    assert role["__nvidia_driver_fabricmanager_apart"] is apart
+    check = _refuse_block_task("Check that the fabric manager is at the driver's exact version")
+    assert role.condition(check["ansible.builtin.assert"]["that"]) is (not apart)
+
+
+def test_fabric_manager_apart_fails_the_refusing_run_with_the_fix():
+    role = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1")
+    check = _refuse_block_task("Check that the fabric manager is at the driver's exact version")
+    message = " ".join(role.templar.template(trust_as_template(check["ansible.builtin.assert"]["fail_msg"])).split())
+    assert message.startswith(
+        "node1 has NVIDIA Fabric Manager 580.95.05 (nvidia-fabricmanager-580) but NVIDIA driver 580.178.04."
+    )
+    assert message.endswith(
+        "playbooks/upgrade_driver.yml -e nvidia_driver_version=580.178.04, which installs and holds the fabric "
+        "manager at the driver's version; or by hand on the drained node: apt-get install "
+        "--allow-change-held-packages --allow-downgrades nvidia-fabricmanager-580=580.178.04-*"
+    )
+
+
+def test_fabric_manager_is_read_in_the_refusing_preflight_even_with_a_loaded_driver():
+    task = _refuse_block_task("Read the installed packages (the installed driver's and fabric manager's versions)")
+    role = Role("ubuntu2404", facts={"gpu_node": {"nvswitch_count": 4, "driver": {"loaded": True, "version": "1.2"}}})
+    assert role.condition(task["when"])
+
+
+def test_the_install_ends_with_the_fabric_manager_at_the_drivers_version():
+    tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
+    block = next(
+        task for task in tasks if task["name"] == "Check that the fabric manager is at the driver's exact version"
+    )
+    check = block["block"][1]["ansible.builtin.assert"]
+    assert "__nvidia_driver_fabricmanager_enabled" in block["when"]
+    lockstep = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.178.04-0ubuntu0.24.04.1")
+    assert all(lockstep.condition(that) for that in check["that"])
+    for driver, fabricmanager in (("580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1"), ("580.178.04-1", None)):
+        apart = _fabricmanager_role("ubuntu2404", driver, fabricmanager)
+        assert not all(apart.condition(that) for that in check["that"])
+
+
+@pytest.mark.parametrize(
+    ("pkg_mgr_platform", "version", "suffix"),
+    [
+        ("ubuntu2404", "580.95.05", "=580.95.05-*"),
+        ("ubuntu2404", "580.95", "=580.95.*"),  # prefix pin: matches 580.95.05-0ubuntu1
+        ("rocky9", "580.95.05", "-580.95.05"),
+        ("rocky9", "580.95", "-580.95.*"),
+    ],
+)
+def test_a_prefix_pin_installs_its_full_version(pkg_mgr_platform, version, suffix):
+    role = Role(pkg_mgr_platform, nvidia_driver_version=version)
+    assert role["__nvidia_driver_version_suffix"] == suffix
+
+
+def test_the_fabric_manager_of_a_prefix_pin_gets_the_installed_full_version():
+    role = _fabricmanager_role("ubuntu2404", "580.95.05-0ubuntu1", None, nvidia_driver_version="580.95")
+    assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
+    exact = _fabricmanager_role("ubuntu2404", "580.95.05-0ubuntu1", None, nvidia_driver_version="580.95.05")
+    assert exact["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"

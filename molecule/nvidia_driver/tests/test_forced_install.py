@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from playbook_runner import run_playbook
+
 testinfra_hosts = ["ansible://drv-debian12"]
 
 DRIVER_PACKAGES = ("nvidia-driver", "nvidia-kernel-dkms")
@@ -40,3 +47,37 @@ def test_nouveau_is_blacklisted(host):
 
 def test_persistenced_is_enabled(host):
     assert host.service("nvidia-persistenced").is_enabled
+
+
+def _standin_kernel(host) -> str:
+    images = host.check_output("ls /boot | sed -n 's/^vmlinuz-//p'").split()
+    assert len(images) == 1, images
+    return images[0]
+
+
+def test_the_installed_kernel_boots_with_the_installed_drivers_module(host):
+    kernel = _standin_kernel(host)  # the stand-in image of the kernel whose headers DKMS built against
+    module = host.check_output(f"find /lib/modules/{kernel}/updates -name 'nvidia-current.ko*' | head -1")
+    assert module, f"no NVIDIA module for the installed kernel {kernel}"
+    driver = host.check_output("dpkg-query -W -f '${Version}' nvidia-kernel-dkms").split("-")[0]
+    assert host.check_output(f"modinfo -F version {module}") == driver
+
+
+def test_a_newer_kernel_without_headers_fails_the_run_before_any_reboot(host):
+    # Mutation: an update installed a newer kernel image (TEST STAND-IN) without its headers; the boot loader
+    # starts it next and it has no NVIDIA module, and the archive has no headers for it.
+    kernel = "6.1.0-999-amd64"
+    host.run_expect([0], f"echo 'TEST STAND-IN kernel image' > /boot/vmlinuz-{kernel}")
+    try:
+        run = run_playbook(host, SCENARIO / "converge.yml")
+    finally:
+        host.run_expect([0], f"rm -f /boot/vmlinuz-{kernel}")
+    said = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout
+    assert (
+        f"drv-debian12 would boot without its NVIDIA driver: kernel {kernel} (the kernel the boot loader starts "
+        f"next, newest /boot/vmlinuz-*) has no NVIDIA module and DKMS could not build one: its headers "
+        f"linux-headers-{kernel} are not installed and not in the package sources;" in said
+    ), run.stdout
+    assert "Do not reboot into such a kernel." in said, run.stdout
+    assert "changed=0" in said, run.stdout

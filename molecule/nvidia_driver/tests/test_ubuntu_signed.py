@@ -48,3 +48,55 @@ def test_dkms_is_refused_under_secure_boot_without_a_mok_key(host):
     assert "Secure Boot is enabled on drv-ubuntu2404-signed" in said, run.stdout
     assert "set nvidia_driver_ubuntu_precompiled to true" in said, run.stdout
     assert not host.package("dkms").is_installed
+
+
+def test_auto_flavour_chose_open_from_the_h100s_device_id(host):
+    # nvidia_driver_flavour is auto on this node (molecule.yml): the open packages above come from the
+    # stand-in's H100 (10de:2330). A node with a Pascal and a Blackwell GPU fails before anything changes.
+    run = run_playbook(host, SCENARIO / "converge.yml", {"drv_sysfs_standin": "/srv/mixed-pascal-blackwell-sysfs"})
+    said = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout
+    assert (
+        "No NVIDIA kernel module drives all the GPUs of this node: 0000:02:00.0 (0x2b85, Blackwell or newer) need "
+        "the open GPU kernel modules, and 0000:01:00.0 (0x1b80, pre-Turing (Maxwell, Pascal, Volta or older)) work "
+        "only with the proprietary ones." in said
+    ), run.stdout
+    assert "changed=0" in said, run.stdout
+
+
+def test_a_fabric_manager_apart_from_the_driver_fails_the_refusing_run_with_the_fix(host):
+    # Mutation: the package database says the fabric manager is 580.95.05 (as after a driver update that left it
+    # behind); site.yml's refusing run must fail before changing anything and name the fix.
+    driver = _version(host, "nvidia-kernel-common-580-server").split("-")[0]
+    mutate = (
+        'cp /var/lib/dpkg/status /root/dpkg-status.before && awk \'/^Package: /{p=($2=="nvidia-fabricmanager-580")}'
+        ' p && /^Version: /{$0="Version: 580.95.05-0ubuntu1"} {print}\' /root/dpkg-status.before'
+        " > /var/lib/dpkg/status"
+    )
+    host.run_expect([0], mutate)
+    try:
+        assert _version(host, "nvidia-fabricmanager-580") == "580.95.05-0ubuntu1"
+        run = run_playbook(host, SCENARIO / "converge.yml", {"nvidia_driver_version_change": "refuse"})
+    finally:
+        host.run_expect([0], "cp /root/dpkg-status.before /var/lib/dpkg/status")
+    said = " ".join(run.stdout.split())
+    assert run.returncode != 0, run.stdout
+    assert (
+        f"drv-ubuntu2404-signed has NVIDIA Fabric Manager 580.95.05 (nvidia-fabricmanager-580) but NVIDIA driver "
+        f"{driver}." in said
+    ), run.stdout
+    assert (
+        f"apt-get install --allow-change-held-packages --allow-downgrades nvidia-fabricmanager-580={driver}-*" in said
+    )
+    assert "changed=0" in said, run.stdout
+    assert _version(host, "nvidia-fabricmanager-580").startswith(driver + "-")
+
+
+def test_the_next_boot_kernel_has_the_installed_drivers_precompiled_module(host):
+    # The precompiled modules pulled in Ubuntu's real kernel image of that ABI: the reboot readiness check ran
+    # on a real /boot/vmlinuz-<ABI>-generic.
+    flavour = host.file("/etc/gpunode-test-kernel-flavour").content_string.strip()
+    assert host.file(f"/boot/vmlinuz-{flavour}").is_file
+    module = host.check_output(f"find /lib/modules/{flavour} -path '*nvidia*' -name 'nvidia.ko*' | head -1")
+    driver = _version(host, "nvidia-kernel-common-580-server").split("-")[0]
+    assert host.check_output(f"modinfo -F version {module}") == driver
