@@ -3,16 +3,24 @@
 # Apache License 2.0 (see LICENSE)
 """Benchmark of site.yml on local node containers: first converge and no-op re-run.
 
-For every node count (default 1 and 4) and every pipelining setting (default on and off)
-the benchmark creates fresh node containers bench-node-1..N (bench/nodes.yml: the molecule
+For every strategy (default linear and mitogen), node count (default 1 and 4) and pipelining
+setting (default on and off) the benchmark creates fresh node containers bench-node-1..N (bench/nodes.yml: the molecule
 node definition, docker and containerd inside), converges them with site.yml, runs site.yml
 again (which must change nothing), and removes them. Each run is timed on the wall clock and
-its tasks are counted by a tiny callback plugin (bench/callback_plugins/bench_count.py).
+its tasks are counted by a tiny callback plugin (bench/callback_plugins/bench_count.py), and
+the controller CPU it cost is taken from the kernel's accounting of the ansible-playbook process
+tree (user + system seconds of every process it started and reaped: workers, `docker exec`,
+mitogen's multiplexer; getrusage(RUSAGE_CHILDREN)). The Docker daemon's own CPU is not in it.
+
+Strategies: `linear` is ansible-core's, over the community.docker.docker connection;
+`mitogen` is plugins/strategy/gpunode_mitogen.py (mitogen_linear when mitogen is installed,
+linear otherwise) over the short-named `docker` connection that mitogen takes over.
+--connection docker_api runs the linear runs over community.docker.docker_api instead.
 
 Prints a table and writes the results as JSON to bench/results/<timestamp>.json.
 
 Targets printed next to the results:
-  - no-op re-run of one node <= 10 s;
+  - no-op re-run of one node <= 10 s and <= 60 tasks;
   - N nodes <= 1.3x the time of one node (per run kind and pipelining setting), with forks >= N.
 
 Needs a Docker engine and the node image (tests/fixtures/images/build-node-image.sh debian12,
@@ -20,8 +28,8 @@ which `bash scripts/test.sh` or `bash scripts/demo.sh` build). The GPU roles are
 the embedded default inventory forces them: inventories/local/group_vars is copied into the
 generated inventory (--group-vars).
 
-    .venv/bin/python bench/provision.py                    # 1 and 4 nodes, pipelining on and off
-    .venv/bin/python bench/provision.py --nodes 1 --pipelining on
+    .venv/bin/python bench/provision.py                    # 1 and 4 nodes, pipelining on and off, both strategies
+    .venv/bin/python bench/provision.py --nodes 1 --pipelining on --strategy linear
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import datetime as dt
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -43,6 +52,9 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 NODE_PREFIX = "bench-node-"
 NOOP_TARGET_S = 10.0
+NOOP_TARGET_TASKS = 60
+STRATEGIES = {"linear": "linear", "mitogen": "gpunode_mitogen"}
+CONNECTIONS = {"docker": "community.docker.docker", "docker_api": "community.docker.docker_api"}
 SCALE_TARGET = 1.3
 
 
@@ -59,10 +71,21 @@ class Run:
     failed: int
     log: str
     results: dict = field(default_factory=dict)
+    strategy: str = "linear"
+    connection: str = "community.docker.docker"
+    cpu_s: float = 0.0  # controller CPU (user + system) of the ansible-playbook process tree
 
     @property
     def s_per_task(self) -> float:
         return self.wall_s / self.tasks if self.tasks else 0.0
+
+    @property
+    def cpu_s_per_node(self) -> float:
+        return self.cpu_s / self.nodes if self.nodes else 0.0
+
+    @property
+    def label(self) -> str:
+        return f"pipelining {'on' if self.pipelining else 'off'}, {self.strategy}"
 
 
 @dataclass
@@ -71,6 +94,7 @@ class Target:
     limit_s: float
     actual_s: float
     passed: bool
+    unit: str = "s"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -93,6 +117,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--pipelining",
         default="on,off",
         help="comma-separated ANSIBLE_PIPELINING settings to run: on, off (default: on,off)",
+    )
+    parser.add_argument(
+        "--strategy",
+        default="linear,mitogen",
+        help="comma-separated strategies to run: linear (ansible-core), mitogen (plugins/strategy/gpunode_mitogen.py, "
+        "linear when mitogen is not installed) (default: linear,mitogen)",
+    )
+    parser.add_argument(
+        "--connection",
+        default="docker",
+        choices=sorted(CONNECTIONS),
+        help="connection of the linear runs: docker (community.docker.docker, `docker exec`) or docker_api "
+        "(community.docker.docker_api, the Docker API from Python); mitogen runs always use its own docker "
+        "connection (default: docker)",
     )
     parser.add_argument(
         "--forks", type=int, default=0, help="ansible forks (default: the largest node count, at least 4)"
@@ -120,6 +158,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not settings or set(settings) - {"on", "off"}:
         parser.error(f"--pipelining takes on and/or off, got {args.pipelining!r}")
     args.pipelining_settings = [p == "on" for p in dict.fromkeys(settings)]
+    strategies = [p.strip().lower() for p in args.strategy.split(",") if p.strip()]
+    if not strategies or set(strategies) - set(STRATEGIES):
+        parser.error(f"--strategy takes linear and/or mitogen, got {args.strategy!r}")
+    args.strategies = list(dict.fromkeys(strategies))
     args.forks = args.forks or max(4, *args.node_counts)
     if args.forks < max(args.node_counts):
         parser.error(f"--forks {args.forks} is below the largest node count {max(args.node_counts)}")
@@ -130,11 +172,21 @@ def node_names(count: int) -> list[str]:
     return [f"{NODE_PREFIX}{i}" for i in range(1, count + 1)]
 
 
-def write_inventory(directory: Path, names: list[str], group_vars: Path) -> Path:
+def connection_for(strategy: str, connection: str = "docker") -> str:
+    """mitogen takes over the short-named docker connection only; linear runs use the collection's name."""
+    return "docker" if strategy == "mitogen" else CONNECTIONS[connection]
+
+
+def write_inventory(
+    directory: Path, names: list[str], group_vars: Path, connection: str = "community.docker.docker"
+) -> Path:
     """hosts.yml with the nodes in gpu_nodes (docker connection), plus a copy of group_vars."""
     lines = ["---", "all:", "  children:", "    gpu_nodes:", "      hosts:"]
     for name in names:
-        lines += [f"        {name}:", "          ansible_connection: community.docker.docker"]
+        lines += [f"        {name}:", f"          ansible_connection: {connection}"]
+        if connection == "docker":
+            # mitogen's interpreter discovery fails on these nodes: name the interpreter
+            lines.append("          ansible_python_interpreter: /usr/bin/python3")
     (directory / "hosts.yml").write_text("\n".join(lines) + "\n")
     if group_vars.is_dir():
         shutil.copytree(group_vars, directory / "group_vars", dirs_exist_ok=True)
@@ -142,10 +194,11 @@ def write_inventory(directory: Path, names: list[str], group_vars: Path) -> Path
     return directory
 
 
-def ansible_env(pipelining: bool, forks: int, stats_file: Path) -> dict[str, str]:
+def ansible_env(pipelining: bool, forks: int, stats_file: Path, strategy: str = "linear") -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
+            "ANSIBLE_STRATEGY": STRATEGIES[strategy],
             "ANSIBLE_PIPELINING": "True" if pipelining else "False",
             "ANSIBLE_FORKS": str(forks),
             "ANSIBLE_CALLBACK_PLUGINS": f"{ROOT / 'plugins' / 'callback'}:{BENCH / 'callback_plugins'}",
@@ -162,13 +215,21 @@ def ansible_playbook() -> str:
     return str(candidate) if candidate.exists() else "ansible-playbook"
 
 
-def run_playbook(args: list[str], env: dict[str, str], log: Path) -> tuple[int, float]:
+def children_cpu_s() -> float:
+    """User + system seconds of every terminated and reaped descendant of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_playbook(args: list[str], env: dict[str, str], log: Path) -> tuple[int, float, float]:
+    """Run ansible-playbook; return its exit status, wall seconds and the CPU seconds of its process tree."""
+    cpu_before = children_cpu_s()
     start = time.monotonic()
     with log.open("w", encoding="utf-8") as out:
         rc = subprocess.run(
             [ansible_playbook(), *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
         ).returncode
-    return rc, time.monotonic() - start
+    return rc, time.monotonic() - start, children_cpu_s() - cpu_before
 
 
 def remove_nodes(names: list[str]) -> None:
@@ -176,12 +237,21 @@ def remove_nodes(names: list[str]) -> None:
 
 
 def timed_run(
-    kind: str, count: int, pipelining: bool, inventory: Path, args: argparse.Namespace, logs: Path, stamp: str
+    kind: str,
+    count: int,
+    pipelining: bool,
+    inventory: Path,
+    args: argparse.Namespace,
+    logs: Path,
+    stamp: str,
+    strategy: str = "linear",
 ) -> Run:
-    tag = f"{count}n-{'pipe' if pipelining else 'nopipe'}-{kind}"
+    tag = f"{count}n-{'pipe' if pipelining else 'nopipe'}-{strategy}-{kind}"
     stats = logs / f"{stamp}-{tag}.stats.json"
     log = logs / f"{stamp}-{tag}.log"
-    rc, wall = run_playbook(["-i", str(inventory), args.playbook], ansible_env(pipelining, args.forks, stats), log)
+    rc, wall, cpu = run_playbook(
+        ["-i", str(inventory), args.playbook], ansible_env(pipelining, args.forks, stats, strategy), log
+    )
     counted = json.loads(stats.read_text()) if stats.exists() else {}
     results = counted.get("results", {})
     return Run(
@@ -196,20 +266,31 @@ def timed_run(
         failed=results.get("failed", 0) + results.get("unreachable", 0),
         log=str(log.relative_to(ROOT) if log.is_relative_to(ROOT) else log),
         results=results,
+        strategy=strategy,
+        connection=connection_for(strategy, getattr(args, "connection", "docker")),
+        cpu_s=round(cpu, 2),
     )
 
 
-def scenario(count: int, pipelining: bool, args: argparse.Namespace, logs: Path, stamp: str, last: bool) -> list[Run]:
+def scenario(
+    count: int,
+    pipelining: bool,
+    args: argparse.Namespace,
+    logs: Path,
+    stamp: str,
+    last: bool,
+    strategy: str = "linear",
+) -> list[Run]:
     names = node_names(count)
     runs: list[Run] = []
     remove_nodes(names)  # leftovers of an interrupted run
     with tempfile.TemporaryDirectory(prefix="bench-inventory-") as tmp:
-        inventory = write_inventory(Path(tmp), names, Path(args.group_vars))
-        label = f"{count} node(s), pipelining {'on' if pipelining else 'off'}"
+        inventory = write_inventory(Path(tmp), names, Path(args.group_vars), connection_for(strategy, args.connection))
+        label = f"{count} node(s), pipelining {'on' if pipelining else 'off'}, {strategy}"
         try:
             print(f"==> {label}: creating {', '.join(names)}", flush=True)
-            setup_log = logs / f"{stamp}-{count}n-{'pipe' if pipelining else 'nopipe'}-nodes.log"
-            rc, _ = run_playbook(
+            setup_log = logs / f"{stamp}-{count}n-{'pipe' if pipelining else 'nopipe'}-{strategy}-nodes.log"
+            rc, _, _ = run_playbook(
                 [
                     "-i",
                     str(inventory),
@@ -224,9 +305,13 @@ def scenario(count: int, pipelining: bool, args: argparse.Namespace, logs: Path,
                 raise SystemExit(f"creating the nodes failed (exit {rc}); see {setup_log}")
             for kind in ("converge", "no-op"):
                 print(f"==> {label}: {kind}", flush=True)
-                run = timed_run(kind, count, pipelining, inventory, args, logs, stamp)
+                run = timed_run(kind, count, pipelining, inventory, args, logs, stamp, strategy)
                 runs.append(run)
-                print(f"    {run.wall_s:.1f} s, {run.tasks} tasks, rc {run.rc} ({run.log})", flush=True)
+                print(
+                    f"    {run.wall_s:.1f} s, {run.tasks} tasks, {run.cpu_s_per_node:.1f} CPU s/node, "
+                    f"rc {run.rc} ({run.log})",
+                    flush=True,
+                )
                 if run.rc != 0:
                     break
         finally:
@@ -241,22 +326,38 @@ def evaluate(runs: list[Run]) -> list[Target]:
         if run.kind == "no-op" and run.nodes == 1:
             targets.append(
                 Target(
-                    f"no-op re-run, 1 node, pipelining {'on' if run.pipelining else 'off'}",
+                    f"no-op re-run, 1 node, {run.label}",
                     NOOP_TARGET_S,
                     run.wall_s,
                     run.rc == 0 and run.wall_s <= NOOP_TARGET_S,
                 )
             )
+            targets.append(
+                Target(
+                    f"no-op re-run tasks, 1 node, {run.label}",
+                    NOOP_TARGET_TASKS,
+                    run.tasks,
+                    run.rc == 0 and run.tasks <= NOOP_TARGET_TASKS,
+                    unit="tasks",
+                )
+            )
     for run in runs:
         if run.nodes == 1:
             continue
-        base = next((r for r in runs if r.nodes == 1 and r.kind == run.kind and r.pipelining == run.pipelining), None)
+        base = next(
+            (
+                r
+                for r in runs
+                if r.nodes == 1 and r.kind == run.kind and r.pipelining == run.pipelining and r.strategy == run.strategy
+            ),
+            None,
+        )
         if base is None:
             continue
         limit = round(base.wall_s * SCALE_TARGET, 2)
         targets.append(
             Target(
-                f"{run.kind}, {run.nodes} nodes vs 1, pipelining {'on' if run.pipelining else 'off'}",
+                f"{run.kind}, {run.nodes} nodes vs 1, {run.label}",
                 limit,
                 run.wall_s,
                 run.rc == 0 and run.wall_s <= limit,
@@ -266,16 +367,31 @@ def evaluate(runs: list[Run]) -> list[Target]:
 
 
 def render(runs: list[Run], targets: list[Target]) -> str:
-    header = ("nodes", "pipelining", "run", "wall s", "tasks", "results", "s/task", "changed", "failed", "rc")
+    header = (
+        "nodes",
+        "pipelining",
+        "strategy",
+        "run",
+        "wall s",
+        "tasks",
+        "results",
+        "s/task",
+        "CPU s/node",
+        "changed",
+        "failed",
+        "rc",
+    )
     rows = [
         (
             str(r.nodes),
             "on" if r.pipelining else "off",
+            r.strategy,
             r.kind,
             f"{r.wall_s:.1f}",
             str(r.tasks),
             str(r.task_results),
             f"{r.s_per_task:.2f}",
+            f"{r.cpu_s_per_node:.1f}",
             str(r.changed),
             str(r.failed),
             str(r.rc),
@@ -288,10 +404,14 @@ def render(runs: list[Run], targets: list[Target]) -> str:
     lines.append("")
     lines.append("targets:")
     for t in targets:
-        lines.append(f"  {'PASS' if t.passed else 'FAIL'}  {t.name}: {t.actual_s:.1f} s (limit {t.limit_s:.1f} s)")
+        if t.unit == "s":
+            measured = f"{t.actual_s:.1f} s (limit {t.limit_s:.1f} s)"
+        else:
+            measured = f"{t.actual_s:g} {t.unit} (limit {t.limit_s:g} {t.unit})"
+        lines.append(f"  {'PASS' if t.passed else 'FAIL'}  {t.name}: {measured}")
     for r in runs:
         if r.kind == "no-op" and r.changed:
-            lines.append(f"  NOTE  the no-op re-run on {r.nodes} node(s) changed {r.changed} task result(s)")
+            lines.append(f"  NOTE  the no-op re-run on {r.nodes} node(s), {r.label} changed {r.changed} task result(s)")
     return "\n".join(lines)
 
 
@@ -306,7 +426,17 @@ def versions() -> dict[str, str]:
         "python": platform.python_version(),
         "host": platform.node(),
         "cpus": str(os.cpu_count()),
+        "mitogen": mitogen_version(),
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
+
+
+def mitogen_version() -> str:
+    try:
+        import mitogen  # optional; only reported
+    except ImportError:
+        return "not installed"
+    return ".".join(str(p) for p in mitogen.__version__)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,20 +455,32 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    scenarios = [(p, n) for p in args.pipelining_settings for n in args.node_counts]
+    scenarios = [(s, p, n) for s in args.strategies for p in args.pipelining_settings for n in args.node_counts]
+    load_before = os.getloadavg()
     runs: list[Run] = []
-    for index, (pipelining, count) in enumerate(scenarios):
-        runs += scenario(count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1)
+    for index, (strategy, pipelining, count) in enumerate(scenarios):
+        runs += scenario(
+            count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1, strategy=strategy
+        )
     targets = evaluate(runs)
     print()
     print(render(runs, targets))
+    load_after = os.getloadavg()
+    print(
+        f"\nload average (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}, "
+        f"after: {' '.join(f'{x:.2f}' for x in load_after)} on {os.cpu_count()} CPUs"
+    )
     document = {
         "timestamp": stamp,
         "playbook": args.playbook,
         "image": args.image,
         "forks": args.forks,
         "versions": versions(),
-        "runs": [asdict(r) | {"s_per_task": round(r.s_per_task, 3)} for r in runs],
+        "load_average_before": [round(x, 2) for x in load_before],
+        "runs": [
+            asdict(r) | {"s_per_task": round(r.s_per_task, 3), "cpu_s_per_node": round(r.cpu_s_per_node, 2)}
+            for r in runs
+        ],
         "targets": [asdict(t) for t in targets],
     }
     path = results_dir / f"{stamp}.json"

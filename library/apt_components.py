@@ -67,38 +67,17 @@ options:
     type: str
     choices: [auto, deb822, one-line]
     default: auto
-  backup:
-    description:
-      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
-        the file's absolute path, for example
-        C(/var/backups/gpu-node-provisioning/etc/apt/sources.list.2025-01-31@12:00:00~).
-        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
-        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
-        or validation fails.
-    type: bool
-    default: false
-  validate:
-    description:
-      - Command that checks the candidate file before it replaces O(path); C(%s) stands for the candidate.
-        A non-zero exit status fails the task and leaves O(path) unchanged.
-    type: str
 extends_documentation_fragment:
   - ansible.builtin.files
   - ansible.builtin.action_common_attributes
+  - action_common_attributes.files
+  - gpunode_file_write
+  - gpunode_file_write.module_lock
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
   platform:
     support: full
     platforms: debian
 notes:
-  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
-    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
-    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
-    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
-    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - Only the standard library is used on the managed node.
 seealso:
   - module: ansible.builtin.apt_repository

@@ -34,21 +34,6 @@ options:
       - SHA-1 (hex) of the bytes the caller read; the empty string when the file did not exist.
       - When the file holds anything else at write time, nothing is written and RV(conflict) is true.
     type: str
-  backup:
-    description:
-      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
-        the file's absolute path, for example
-        C(/var/backups/gpu-node-provisioning/etc/containerd/config.toml.2025-01-31@12:00:00~).
-        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
-        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
-        or validation fails.
-    type: bool
-    default: false
-  validate:
-    description:
-      - Command run (not through a shell) on the candidate file before it replaces O(path); C(%s) is the
-        candidate's path. A failure leaves O(path) unchanged.
-    type: str
   show_diff:
     description:
       - In diff mode, return the change as a diff. The content is then in the result, so leave it V(false) for
@@ -64,18 +49,11 @@ extends_documentation_fragment:
   - action_common_attributes
   - action_common_attributes.files
   - files
+  - gpunode_file_write
 attributes:
-  check_mode:
-    support: full
   diff_mode:
     support: full
     details: Only with O(show_diff=true).
-  platform:
-    platforms: posix
-  safe_file_operations:
-    support: full
-  vault:
-    support: none
 notes:
   - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
     its mode and owner; a new file gets C(0644) unless O(mode) is given. The check of O(expected_sha1) and the

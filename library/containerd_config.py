@@ -142,16 +142,6 @@ options:
       - containerd version to assume, for example V(2.1.4). By default it is read from C(containerd --version)
         on the node. Decides whether O(method=dropin) is allowed and which version an empty file gets.
     type: str
-  backup:
-    description:
-      - Keep a timestamped copy of each file before it is replaced, in the project's backup tree, which mirrors
-        the file's absolute path, for example
-        C(/var/backups/gpu-node-provisioning/etc/containerd/config.toml.2025-01-31@12:00:00~).
-        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
-        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
-        or validation fails.
-    type: bool
-    default: false
   validate:
     description:
       - Run C(containerd --config <candidate> config dump) on the node before the candidate replaces the file;
@@ -163,6 +153,8 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.files
   - ansible.builtin.action_common_attributes.flow
   - ansible.builtin.files
+  - gpunode_file_write
+  - gpunode_file_write.action_lock
 attributes:
   action:
     support: full
@@ -170,24 +162,7 @@ attributes:
     support: none
   bypass_host_loop:
     support: none
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
-  safe_file_operations:
-    support: full
-  vault:
-    support: none
 notes:
-  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
-    its mode and owner; a new file gets C(0644) unless O(mode) is given. The node holds an exclusive lock,
-    C(/var/backups/gpu-node-provisioning/<file's path>.lock), while the file is compared with
-    the bytes read on the controller and written; when another run wrote it in between, the action reads and
-    merges again (3 attempts), so two runs at once never lose a change. A failed write leaves no temporary
-    file and no partial backup; temporary files of a killed run
-    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
     O(group) or O(mode) say otherwise. A missing parent directory is created with mode C(0755).
   - containerd reads its configuration only at start; notify a handler that restarts it when RV(changed) is true.

@@ -55,16 +55,6 @@ options:
     type: str
     choices: [replace, append_unique, prepend_unique]
     default: replace
-  backup:
-    description:
-      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
-        the file's absolute path, for example
-        C(/var/backups/gpu-node-provisioning/etc/docker/daemon.json.2025-01-31@12:00:00~).
-        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
-        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
-        or validation fails.
-    type: bool
-    default: false
   validate:
     description:
       - Command that checks the candidate file before it replaces O(path); C(%s) stands for the candidate's path
@@ -80,23 +70,9 @@ extends_documentation_fragment:
   - action_common_attributes
   - action_common_attributes.files
   - files
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
-  safe_file_operations:
-    support: full
-  vault:
-    support: none
+  - gpunode_file_write
+  - gpunode_file_write.module_lock
 notes:
-  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
-    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
-    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
-    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
-    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - The file mode defaults to C(0644) when the module creates the file; an existing file keeps its attributes
     unless O(mode), O(owner) or O(group) say otherwise.
   - Docker must be restarted for daemon.json changes to take effect; notify a handler when RV(changed) is true.

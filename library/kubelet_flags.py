@@ -84,43 +84,13 @@ options:
         set. With V(false) a missing file is an error when there is something to set.
     type: bool
     default: true
-  backup:
-    description:
-      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
-        the file's absolute path, for example
-        C(/var/backups/gpu-node-provisioning/etc/default/kubelet.2025-01-31@12:00:00~).
-        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
-        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
-        or validation fails.
-    type: bool
-    default: false
-  validate:
-    description:
-      - Command that checks the candidate file before it replaces O(path); C(%s) stands for the candidate's path
-        and must be present, for example V(/bin/sh -n %s). The command is not run through a shell.
-      - A non-zero exit status fails the task and leaves the file unchanged.
-    type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.files
   - ansible.builtin.files
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
-  safe_file_operations:
-    support: full
-  vault:
-    support: none
+  - gpunode_file_write
+  - gpunode_file_write.module_lock
 notes:
-  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
-    its mode and owner; a new file gets C(0644) unless O(mode) is given. The whole read-merge-write holds an
-    exclusive lock on C(/var/backups/gpu-node-provisioning/<file's path>.lock), so two runs at once never lose a
-    change. A failed write leaves no temporary file and no partial backup; temporary files of a killed run
-    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - The kubelet reads the file only when it starts; notify a handler that restarts it when RV(changed) is true.
   - Command-line flags override the kubelet's configuration file and drop-ins. Remove flags whose setting moved
     to the configuration (for example C(--cgroup-driver)) with O(flags_absent).

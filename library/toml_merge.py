@@ -56,16 +56,6 @@ options:
         missing file fails the task.
     type: bool
     default: true
-  backup:
-    description:
-      - Keep a timestamped copy of the file before it is replaced, in the project's backup tree, which mirrors
-        the file's absolute path, for example
-        C(/var/backups/gpu-node-provisioning/etc/nvidia-container-runtime/config.toml.2025-01-31@12:00:00~).
-        Never beside the file, so a daemon that reads a whole directory (crio.conf.d, conf.d, sources.list.d)
-        never reads a backup. The copy keeps the file's mode and owner. No backup is made when nothing changes
-        or validation fails.
-    type: bool
-    default: false
   validate:
     description:
       - Command run on the node with the candidate file in place of C(%s) before it replaces O(path), for example
@@ -76,6 +66,8 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.files
   - ansible.builtin.action_common_attributes.flow
   - ansible.builtin.files
+  - gpunode_file_write
+  - gpunode_file_write.action_lock
 attributes:
   action:
     support: full
@@ -83,24 +75,7 @@ attributes:
     support: none
   bypass_host_loop:
     support: none
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
-  safe_file_operations:
-    support: full
-  vault:
-    support: none
 notes:
-  - "Write contract: a symlink is followed (the link stays, its target gets the change). An existing file keeps
-    its mode and owner; a new file gets C(0644) unless O(mode) is given. The node holds an exclusive lock,
-    C(/var/backups/gpu-node-provisioning/<file's path>.lock), while the file is compared with
-    the bytes read on the controller and written; when another run wrote it in between, the action reads and
-    merges again (3 attempts), so two runs at once never lose a change. A failed write leaves no temporary
-    file and no partial backup; temporary files of a killed run
-    (C(.<name>.XXXXXXXX.tmp) beside the file) are removed by the next run."
   - A new file gets mode C(0644) unless O(mode) is given; an existing file keeps its attributes unless O(owner),
     O(group) or O(mode) say otherwise.
   - Keys this action adds go to the end of their table; new top-level keys go before the first table, as TOML

@@ -8,12 +8,14 @@ walks its characters (``security_profiles_apparmor_mount_fstypes: "fuse.*"`` ren
 every file system). This action runs as the first task of a role, right after Ansible's own
 validation, on the controller: for every option of the entry point that the play sets, a list must be a
 YAML list (its elements of the declared ``elements`` type where that is str, dict, list or bool), a
-dict a YAML mapping. It names every variable that is wrong, the type expected and the type given, and
-the node is not touched.
+dict a YAML mapping, a bool a YAML boolean (not "yes"), an int a YAML integer (not "30"), and none of
+them null where the default is not (Ansible lets null through). It names
+every variable that is wrong, the type expected and the type given, and the node is not touched.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail
@@ -24,7 +26,9 @@ _KINDS = {
     "dict": ("a mapping", lambda v: isinstance(v, Mapping)),
     "str": ("a string", lambda v: isinstance(v, (str, int, float)) and not isinstance(v, bool)),
     "bool": ("a boolean", lambda v: isinstance(v, bool)),
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
 }
+_EXAMPLES = {"bool": "true", "int": "30"}
 
 
 def _kind_of(value) -> str:
@@ -47,10 +51,19 @@ def type_problems(options: Mapping, values: Mapping) -> list[str]:
     """One sentence per variable in `values` whose type does not fit its option in `options`."""
     problems = []
     for name, option in options.items():
-        if name not in values or values[name] is None:
+        if name not in values:
             continue
         value = values[name]
         declared = (option or {}).get("type", "str")
+        if value is None:
+            # Ansible's validation lets null through; an option whose default is not null has no null meaning
+            default = (option or {}).get("default")
+            if default is not None and declared in ("list", "dict", *_EXAMPLES):
+                problems.append(
+                    f"{name} is null (an empty value in YAML); give it a value or leave it out for the default "
+                    f"({json.dumps(default)})"
+                )
+            continue
         if declared == "list":
             elements = (option or {}).get("elements")
             expected = "a list" + (f" of {elements}" if elements else "")
@@ -67,6 +80,12 @@ def type_problems(options: Mapping, values: Mapping) -> list[str]:
                     problems.append(f"{name} must be {expected}, but item {bad[0]} is {_kind_of(value[bad[0]])}")
         elif declared == "dict" and not _KINDS["dict"][1](value):
             problems.append(f"{name} must be a mapping (got {_kind_of(value)}); write it as YAML key: value pairs")
+        elif declared in _EXAMPLES and not _KINDS[declared][1](value):
+            # Ansible's validation converts "yes" or "30" and passes, but the role would see the string
+            problems.append(
+                f"{name} must be {_KINDS[declared][0]} (got {_kind_of(value)}); write it unquoted, "
+                f"e.g. {name}: {_EXAMPLES[declared]} (with -e, as JSON: -e '{{\"{name}\": {_EXAMPLES[declared]}}}')"
+            )
     return problems
 
 

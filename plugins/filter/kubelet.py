@@ -2,6 +2,12 @@
 # Apache License 2.0 (see LICENSE)
 """Filters of the kubelet role: input checks, the KubeletConfiguration it writes, and decisions.
 
+Types and choices of the role's variables are meta/argument_specs.yml's (Ansible's role argument
+validation and the argument_types action check them first); kubelet_validate checks only what
+argument_specs cannot say: values (versions, labels, taints, CPU lists, paths on the command line)
+and rules across variables. KubeletConfiguration field names are not checked here: the kubelet
+validates its own configuration, and the role's health check reports a kubelet that refused it.
+
 Everything here is a pure function of its arguments (the role passes variables
 and file contents in), so the unit tests call them without Ansible. YAML is
 parsed and written here, on the controller, where PyYAML is always present:
@@ -11,7 +17,6 @@ the node needs nothing beyond Python's standard library.
 from __future__ import annotations
 
 import copy
-import difflib
 import importlib.util
 import io
 import itertools
@@ -49,140 +54,6 @@ _names = _load_module_util("kubernetes_names")
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
 
-# Top-level fields of KubeletConfiguration (kubelet.config.k8s.io/v1beta1), from
-# staging/src/k8s.io/kubelet/config/v1beta1/types.go of Kubernetes 1.35. Fields
-# newer than this list go in kubelet_config_passthrough, which is not checked.
-KNOWN_FIELDS = frozenset(
-    {
-        "enableServer",
-        "staticPodPath",
-        "podLogsDir",
-        "syncFrequency",
-        "fileCheckFrequency",
-        "httpCheckFrequency",
-        "staticPodURL",
-        "staticPodURLHeader",
-        "address",
-        "port",
-        "readOnlyPort",
-        "tlsCertFile",
-        "tlsPrivateKeyFile",
-        "tlsCipherSuites",
-        "tlsCurvePreferences",
-        "tlsMinVersion",
-        "rotateCertificates",
-        "serverTLSBootstrap",
-        "authentication",
-        "authorization",
-        "registryPullQPS",
-        "registryBurst",
-        "imagePullCredentialsVerificationPolicy",
-        "preloadedImagesVerificationAllowlist",
-        "eventRecordQPS",
-        "eventBurst",
-        "enableDebuggingHandlers",
-        "enableContentionProfiling",
-        "healthzPort",
-        "healthzBindAddress",
-        "oomScoreAdj",
-        "clusterDomain",
-        "clusterDNS",
-        "streamingConnectionIdleTimeout",
-        "nodeStatusUpdateFrequency",
-        "nodeStatusReportFrequency",
-        "nodeLeaseDurationSeconds",
-        "imageMinimumGCAge",
-        "imageMaximumGCAge",
-        "imageGCHighThresholdPercent",
-        "imageGCLowThresholdPercent",
-        "volumeStatsAggPeriod",
-        "kubeletCgroups",
-        "systemCgroups",
-        "cgroupRoot",
-        "cgroupsPerQOS",
-        "cgroupDriver",
-        "cpuManagerPolicy",
-        "singleProcessOOMKill",
-        "cpuManagerPolicyOptions",
-        "cpuManagerReconcilePeriod",
-        "draManagerReconcilePeriod",
-        "memoryManagerPolicy",
-        "topologyManagerPolicy",
-        "topologyManagerScope",
-        "topologyManagerPolicyOptions",
-        "qosReserved",
-        "runtimeRequestTimeout",
-        "hairpinMode",
-        "maxPods",
-        "podCIDR",
-        "podPidsLimit",
-        "resolvConf",
-        "runOnce",
-        "cpuCFSQuota",
-        "cpuCFSQuotaPeriod",
-        "nodeStatusMaxImages",
-        "maxOpenFiles",
-        "contentType",
-        "kubeAPIQPS",
-        "kubeAPIBurst",
-        "serializeImagePulls",
-        "maxParallelImagePulls",
-        "evictionHard",
-        "evictionSoft",
-        "evictionSoftGracePeriod",
-        "evictionPressureTransitionPeriod",
-        "evictionMaxPodGracePeriod",
-        "evictionMinimumReclaim",
-        "mergeDefaultEvictionSettings",
-        "podsPerCore",
-        "enableControllerAttachDetach",
-        "protectKernelDefaults",
-        "makeIPTablesUtilChains",
-        "iptablesMasqueradeBit",
-        "iptablesDropBit",
-        "featureGates",
-        "failSwapOn",
-        "memorySwap",
-        "containerLogMaxSize",
-        "containerLogMaxFiles",
-        "containerLogMaxWorkers",
-        "containerLogMonitorInterval",
-        "configMapAndSecretChangeDetectionStrategy",
-        "systemReserved",
-        "kubeReserved",
-        "reservedSystemCPUs",
-        "showHiddenMetricsForVersion",
-        "systemReservedCgroup",
-        "kubeReservedCgroup",
-        "enforceNodeAllocatable",
-        "allowedUnsafeSysctls",
-        "volumePluginDir",
-        "providerID",
-        "kernelMemcgNotification",
-        "logging",
-        "enableSystemLogHandler",
-        "enableSystemLogQuery",
-        "shutdownGracePeriod",
-        "shutdownGracePeriodCriticalPods",
-        "shutdownGracePeriodByPodPriority",
-        "crashLoopBackOff",
-        "reservedMemory",
-        "enableProfilingHandler",
-        "enableDebugFlagsHandler",
-        "seccompDefault",
-        "memoryThrottlingFactor",
-        "memoryReservationPolicy",
-        "registerWithTaints",
-        "registerNode",
-        "tracing",
-        "localStorageCapacityIsolation",
-        "containerRuntimeEndpoint",
-        "imageServiceEndpoint",
-        "failCgroupV1",
-        "userNamespaces",
-    }
-)
-
 # Role variable -> the KubeletConfiguration field it sets.
 DEDICATED_FIELDS = {
     "kubelet_cgroup_driver": "cgroupDriver",
@@ -212,9 +83,6 @@ RUNTIME_ENDPOINTS = {
 }
 
 CONFIG_MODES = ("auto", "dropin", "merge")
-CGROUP_DRIVERS = ("systemd", "cgroupfs")
-CPU_MANAGER_POLICIES = ("none", "static")
-TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
 
 # First minor release of the --config-dir stages (alpha needs KUBELET_CONFIG_DROPIN_DIR_ALPHA).
 DROPIN_ALPHA, DROPIN_BETA, DROPIN_GA = (1, 28), (1, 30), (1, 35)
@@ -349,29 +217,6 @@ def _type_name(value) -> str:
     return next((name for kind, name in _TYPE_NAMES if isinstance(value, kind)), f"a {type(value).__name__}")
 
 
-def _suggest(name: str, known) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
-    if not close:
-        lowered = {item.lower(): item for item in known}
-        close = [lowered[name.lower()]] if name.lower() in lowered else []
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _check_choice(errors, params, var, choices) -> None:
-    value = params.get(var)
-    if value is not None and value not in choices:
-        errors.append(f"{var}: {value!r} is not valid; use one of {', '.join(choices)} (or null to leave it unset).")
-
-
-def _check_bool(errors, params, var, nullable=False) -> None:
-    value = params.get(var)
-    if value is None and nullable:
-        return
-    if not isinstance(value, bool):
-        allowed = "true, false or null" if nullable else "true or false"
-        errors.append(f"{var}: {value!r} is {_type_name(value)}; use {allowed} (unquoted).")
-
-
 def _check_abs_path(errors, params, var, allow_empty=False) -> None:
     value = params.get(var)
     if allow_empty and value in ("", None):
@@ -397,9 +242,6 @@ def _check_version(errors, var, value) -> None:
 
 
 def _check_labels(errors, var, labels) -> None:
-    if not isinstance(labels, dict):
-        errors.append(f"{var}: {labels!r} is {_type_name(labels)}; use a dict of label key to value.")
-        return
     for key, value in labels.items():
         problem = _names.qualified_name_error(key) or _names.kubelet_label_error(key)
         if problem:
@@ -419,9 +261,6 @@ def _label_text(value) -> str:
 
 
 def _check_taints(errors, var, taints) -> list[dict]:
-    if not isinstance(taints, list):
-        errors.append(f"{var}: {taints!r} is {_type_name(taints)}; use a list of key[=value]:Effect strings.")
-        return []
     parsed = []
     for taint in taints:
         try:
@@ -449,14 +288,8 @@ def _check_cpuset(errors, var, value) -> None:
 
 
 def _check_flags(errors, params, fields: dict) -> None:
-    flags = params.get("kubelet_flags")
-    absent = params.get("kubelet_flags_absent")
-    if not isinstance(flags, dict):
-        errors.append(f"kubelet_flags: {flags!r} is {_type_name(flags)}; use a dict of flag name to value.")
-        flags = {}
-    if not isinstance(absent, list):
-        errors.append(f"kubelet_flags_absent: {absent!r} is {_type_name(absent)}; use a list of flag names.")
-        absent = []
+    flags = params.get("kubelet_flags") or {}
+    absent = params.get("kubelet_flags_absent") or []
     overriding = {flag_for_field(field): field for field in fields}
     names = set()
     for raw, value in flags.items():
@@ -492,15 +325,14 @@ SUBID_BLOCK = 65536  # one pod's user namespace: the kubelet's ranges are multip
 
 
 def _check_user_namespaces(errors, params) -> None:
-    """kubelet_user_namespaces and the optional host ID range for pods' user namespaces."""
-    _check_bool(errors, params, "kubelet_user_namespaces")
+    """The optional host ID range for pods' user namespaces (integers: argument_specs)."""
     start = params.get("kubelet_user_namespaces_subid_start")
     count = params.get("kubelet_user_namespaces_subid_count")
     before = len(errors)
     for var, value in (("kubelet_user_namespaces_subid_start", start), ("kubelet_user_namespaces_subid_count", count)):
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < SUBID_BLOCK or value % SUBID_BLOCK:
+        if value < SUBID_BLOCK or value % SUBID_BLOCK:
             errors.append(
                 f"{var}: {value!r} is not a multiple of {SUBID_BLOCK} of at least {SUBID_BLOCK}; the kubelet gives "
                 f"each pod {SUBID_BLOCK} IDs (the count covers maxPods x {SUBID_BLOCK}), or use null for no range."
@@ -519,7 +351,6 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
     kubelet version the role plans for (installed or assumed).
     """
     errors: list[str] = []
-    _check_choice(errors, params, "kubelet_config_mode", CONFIG_MODES)
     _check_version(errors, "kubelet_assumed_version", params.get("kubelet_assumed_version"))
     if version is not None and not isinstance(version, float) and parse_version(version) is None:
         errors.append(
@@ -537,10 +368,6 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
             f"{kubelet_version(version)}; use auto or merge."
         )
 
-    _check_bool(errors, params, "kubelet_seccomp_default", nullable=True)
-    _check_choice(errors, params, "kubelet_cgroup_driver", CGROUP_DRIVERS)
-    _check_choice(errors, params, "kubelet_cpu_manager_policy", CPU_MANAGER_POLICIES)
-    _check_choice(errors, params, "kubelet_topology_manager_policy", TOPOLOGY_MANAGER_POLICIES)
     _check_cpuset(errors, "kubelet_reserved_system_cpus", params.get("kubelet_reserved_system_cpus"))
 
     endpoint = params.get("kubelet_container_runtime_endpoint")
@@ -550,20 +377,16 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
             "(leave it alone) or e.g. unix:///run/containerd/containerd.sock."
         )
 
-    gates = params.get("kubelet_feature_gates")
-    if not isinstance(gates, dict):
-        errors.append(f"kubelet_feature_gates: {gates!r} is {_type_name(gates)}; use a dict of gate name to boolean.")
-    else:
-        for name, value in gates.items():
-            if not isinstance(name, str) or not _FEATURE_GATE_RE.match(name):
-                errors.append(
-                    f"kubelet_feature_gates: {name!r} is not a feature gate name; gates are CamelCase, "
-                    "e.g. DynamicResourceAllocation."
-                )
-            if not isinstance(value, bool):
-                errors.append(
-                    f"kubelet_feature_gates: {name} is {value!r} ({_type_name(value)}); use true or false (unquoted)."
-                )
+    for name, value in (params.get("kubelet_feature_gates") or {}).items():
+        if not isinstance(name, str) or not _FEATURE_GATE_RE.match(name):
+            errors.append(
+                f"kubelet_feature_gates: {name!r} is not a feature gate name; gates are CamelCase, "
+                "e.g. DynamicResourceAllocation."
+            )
+        if not isinstance(value, bool):
+            errors.append(
+                f"kubelet_feature_gates: {name} is {value!r} ({_type_name(value)}); use true or false (unquoted)."
+            )
 
     taints = _check_taints(errors, "kubelet_register_with_taints", params.get("kubelet_register_with_taints"))
     taints += _check_taints(errors, "kubelet_gpu_register_with_taints", params.get("kubelet_gpu_register_with_taints"))
@@ -579,49 +402,26 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
 
     _check_labels(errors, "kubelet_node_labels", params.get("kubelet_node_labels"))
     _check_labels(errors, "kubelet_gpu_node_labels", params.get("kubelet_gpu_node_labels"))
-    labels_absent = params.get("kubelet_node_labels_absent")
-    if not isinstance(labels_absent, list):
-        errors.append(
-            f"kubelet_node_labels_absent: {labels_absent!r} is {_type_name(labels_absent)}; use a list of label keys."
-        )
-    else:
-        wanted = set()
-        for var in ("kubelet_node_labels", "kubelet_gpu_node_labels"):
-            if isinstance(params.get(var), dict):
-                wanted.update(params[var])
-        for key in labels_absent:
-            problem = _names.qualified_name_error(key)
-            if problem:
-                errors.append(f"kubelet_node_labels_absent: {problem}.")
-            elif key in wanted:
-                errors.append(
-                    f"kubelet_node_labels_absent: {key!r} is also set in kubelet_node_labels or "
-                    "kubelet_gpu_node_labels; keep it in one place."
-                )
+    wanted = set(params.get("kubelet_node_labels") or {}) | set(params.get("kubelet_gpu_node_labels") or {})
+    for key in params.get("kubelet_node_labels_absent") or []:
+        problem = _names.qualified_name_error(key)
+        if problem:
+            errors.append(f"kubelet_node_labels_absent: {problem}.")
+        elif key in wanted:
+            errors.append(
+                f"kubelet_node_labels_absent: {key!r} is also set in kubelet_node_labels or "
+                "kubelet_gpu_node_labels; keep it in one place."
+            )
 
     set_by_vars = {field: var for var, field in DEDICATED_FIELDS.items() if params.get(var) not in (None, "", {}, [])}
-    config = params.get("kubelet_config")
-    if not isinstance(config, dict):
-        errors.append(f"kubelet_config: {config!r} is {_type_name(config)}; use a dict of KubeletConfiguration fields.")
-        config = {}
+    config = params.get("kubelet_config") or {}
     for field in config:
         if field in ("apiVersion", "kind"):
             errors.append(f"kubelet_config: leave out {field}; the role writes it.")
         elif field in DEDICATED_FIELDS.values():
             owner = next(var for var, owned in DEDICATED_FIELDS.items() if owned == field)
             errors.append(f"kubelet_config: {field} has its own variable; set {owner} instead.")
-        elif field not in KNOWN_FIELDS:
-            hint = _suggest(str(field), KNOWN_FIELDS)
-            errors.append(
-                f"kubelet_config: {field!r} is not a KubeletConfiguration (v1beta1) field{hint}; "
-                "fix the name, or put a field newer than this role in kubelet_config_passthrough."
-            )
-    passthrough = params.get("kubelet_config_passthrough")
-    if not isinstance(passthrough, dict):
-        errors.append(
-            f"kubelet_config_passthrough: {passthrough!r} is {_type_name(passthrough)}; use a dict of fields."
-        )
-        passthrough = {}
+    passthrough = params.get("kubelet_config_passthrough") or {}
     for field in passthrough:
         if field in ("apiVersion", "kind"):
             errors.append(f"kubelet_config_passthrough: leave out {field}; the role writes it.")
@@ -631,21 +431,11 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
             )
         elif field in config:
             errors.append(f"kubelet_config_passthrough: {field} is also in kubelet_config; set it in one place.")
-    config_absent = params.get("kubelet_config_absent")
-    if not isinstance(config_absent, list):
-        errors.append(
-            f"kubelet_config_absent: {config_absent!r} is {_type_name(config_absent)}; use a list of field names."
-        )
-    else:
-        for field in config_absent:
-            if not isinstance(field, str):
-                errors.append(f"kubelet_config_absent: {field!r} is {_type_name(field)}; use field names (strings).")
-            elif field in ("apiVersion", "kind"):
-                errors.append(f"kubelet_config_absent: {field} cannot be removed.")
-            elif field in set_by_vars or field in config or field in passthrough:
-                errors.append(
-                    f"kubelet_config_absent: {field} is also set by this role's variables; keep it in one place."
-                )
+    for field in params.get("kubelet_config_absent") or []:
+        if field in ("apiVersion", "kind"):
+            errors.append(f"kubelet_config_absent: {field} cannot be removed.")
+        elif field in set_by_vars or field in config or field in passthrough:
+            errors.append(f"kubelet_config_absent: {field} is also set by this role's variables; keep it in one place.")
 
     fields = dict.fromkeys(list(set_by_vars) + list(config) + list(passthrough))
     fields.pop("featureGates", None)
@@ -661,16 +451,8 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
             "e.g. 50-gpu-node.conf (no '/')."
         )
     timeout = params.get("kubelet_healthz_timeout")
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+    if timeout is not None and timeout < 1:
         errors.append(f"kubelet_healthz_timeout: {timeout!r} is not a number of seconds; use an integer of 1 or more.")
-    for var in (
-        "kubelet_remove_conflicting_flags",
-        "kubelet_restart_on_change",
-        "kubelet_healthz_check",
-        "kubelet_backup",
-        "kubelet_reset_resource_manager_state",
-    ):
-        _check_bool(errors, params, var)
     _check_user_namespaces(errors, params)
     return errors
 

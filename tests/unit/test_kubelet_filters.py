@@ -283,11 +283,6 @@ def test_a_full_valid_configuration_passes():
 
 BAD_INPUTS = [
     (
-        "kubelet_config_mode",
-        "drop-in",
-        "kubelet_config_mode: 'drop-in' is not valid; use one of auto, dropin, merge (or null to leave it unset).",
-    ),
-    (
         "kubelet_assumed_version",
         1.3,
         'kubelet_assumed_version: 1.3 is a YAML number, which loses digits (1.30 reads as 1.3); quote it, e.g. "1.30".',
@@ -296,27 +291,6 @@ BAD_INPUTS = [
         "kubelet_assumed_version",
         "latest",
         'kubelet_assumed_version: \'latest\' is not a kubelet version; use a string like "1.31" or "v1.31.2".',
-    ),
-    (
-        "kubelet_seccomp_default",
-        "yes",
-        "kubelet_seccomp_default: 'yes' is a string; use true, false or null (unquoted).",
-    ),
-    (
-        "kubelet_cgroup_driver",
-        "Systemd",
-        "kubelet_cgroup_driver: 'Systemd' is not valid; use one of systemd, cgroupfs (or null to leave it unset).",
-    ),
-    (
-        "kubelet_cpu_manager_policy",
-        "Static",
-        "kubelet_cpu_manager_policy: 'Static' is not valid; use one of none, static (or null to leave it unset).",
-    ),
-    (
-        "kubelet_topology_manager_policy",
-        "single_numa_node",
-        "kubelet_topology_manager_policy: 'single_numa_node' is "
-        "not valid; use one of none, best-effort, restricted, single-numa-node (or null to leave it unset).",
     ),
     (
         "kubelet_reserved_system_cpus",
@@ -341,7 +315,6 @@ BAD_INPUTS = [
         "'/run/containerd/containerd.sock' is not a unix socket URL; use auto, an empty string (leave it alone) "
         "or e.g. unix:///run/containerd/containerd.sock.",
     ),
-    ("kubelet_feature_gates", ["A"], "kubelet_feature_gates: ['A'] is a list; use a dict of gate name to boolean."),
     (
         "kubelet_feature_gates",
         {"dynamic-resource-allocation": True},
@@ -353,11 +326,6 @@ BAD_INPUTS = [
         "kubelet_feature_gates",
         {"Foo": "true"},
         "kubelet_feature_gates: Foo is 'true' (a string); use true or false (unquoted).",
-    ),
-    (
-        "kubelet_register_with_taints",
-        "a:NoSchedule",
-        "kubelet_register_with_taints: 'a:NoSchedule' is a string; use a list of key[=value]:Effect strings.",
     ),
     (
         "kubelet_register_with_taints",
@@ -378,7 +346,6 @@ BAD_INPUTS = [
         "kubelet_gpu_register_with_taints: taint "
         "'nvidia.com/gpu:Evict' has the effect 'Evict': use one of NoSchedule, PreferNoSchedule, NoExecute.",
     ),
-    ("kubelet_node_labels", ["a=b"], "kubelet_node_labels: ['a=b'] is a list; use a dict of label key to value."),
     (
         "kubelet_node_labels",
         {"bad key": "x"},
@@ -407,7 +374,6 @@ BAD_INPUTS = [
         "well-known topology, os, arch and instance-type labels are allowed); use your own prefix (e.g. "
         "example.com/role), or set the label through the API (kubectl label node).",
     ),
-    ("kubelet_node_labels_absent", "a", "kubelet_node_labels_absent: 'a' is a string; use a list of label keys."),
     (
         "kubelet_node_labels_absent",
         ["nvidia.com/gpu.present"],
@@ -423,34 +389,10 @@ BAD_INPUTS = [
     ),
     (
         "kubelet_config",
-        {"maxpods": 10},
-        "kubelet_config: 'maxpods' is not a KubeletConfiguration (v1beta1) field (did "
-        "you mean 'maxPods'?); fix the name, or put a field newer than this role in kubelet_config_passthrough.",
-    ),
-    (
-        "kubelet_config",
-        {"evictionHrad": {}},
-        "kubelet_config: 'evictionHrad' is not a KubeletConfiguration (v1beta1) "
-        "field (did you mean 'evictionHard'?); fix the name, or put a field newer than this role in "
-        "kubelet_config_passthrough.",
-    ),
-    (
-        "kubelet_config",
-        {"zzz": 1},
-        "kubelet_config: 'zzz' is not a KubeletConfiguration (v1beta1) field; fix the "
-        "name, or put a field newer than this role in kubelet_config_passthrough.",
-    ),
-    (
-        "kubelet_config",
         {"cgroupDriver": "systemd"},
         "kubelet_config: cgroupDriver has its own variable; set kubelet_cgroup_driver instead.",
     ),
     ("kubelet_config", {"kind": "KubeletConfiguration"}, "kubelet_config: leave out kind; the role writes it."),
-    (
-        "kubelet_config",
-        "maxPods: 1",
-        "kubelet_config: 'maxPods: 1' is a string; use a dict of KubeletConfiguration fields.",
-    ),
     (
         "kubelet_config_passthrough",
         {"apiVersion": "v1"},
@@ -462,14 +404,12 @@ BAD_INPUTS = [
         "kubelet_config_passthrough: registerWithTaints is "
         "already set by kubelet_gpu_register_with_taints; set it in one place.",
     ),
-    ("kubelet_config_passthrough", None, "kubelet_config_passthrough: None is null; use a dict of fields."),
     (
         "kubelet_config_absent",
         ["registerWithTaints"],
         "kubelet_config_absent: registerWithTaints is also set by this role's variables; keep it in one place.",
     ),
     ("kubelet_config_absent", ["kind"], "kubelet_config_absent: kind cannot be removed."),
-    ("kubelet_config_absent", [["a", "b"]], "kubelet_config_absent: ['a', 'b'] is a list; use field names (strings)."),
     (
         "kubelet_flags",
         {"config-dir": "/x"},
@@ -499,13 +439,11 @@ BAD_INPUTS = [
         "registerWithTaints, which this role already sets in the KubeletConfiguration; set it in one place only (drop "
         "the flag).",
     ),
-    ("kubelet_flags", "--v=2", "kubelet_flags: '--v=2' is a string; use a dict of flag name to value."),
     (
         "kubelet_flags_absent",
         ["--config-dir"],
         "kubelet_flags_absent: --config-dir is managed by this role; set kubelet_config_dir instead.",
     ),
-    ("kubelet_flags_absent", "v", "kubelet_flags_absent: 'v' is a string; use a list of flag names."),
     (
         "kubelet_config_dir",
         "etc/kubernetes",
@@ -538,28 +476,9 @@ BAD_INPUTS = [
         0,
         "kubelet_healthz_timeout: 0 is not a number of seconds; use an integer of 1 or more.",
     ),
-    (
-        "kubelet_healthz_timeout",
-        True,
-        "kubelet_healthz_timeout: True is not a number of seconds; use an integer of 1 or more.",
-    ),
-    ("kubelet_backup", "yes", "kubelet_backup: 'yes' is a string; use true or false (unquoted)."),
-    ("kubelet_restart_on_change", None, "kubelet_restart_on_change: None is null; use true or false (unquoted)."),
-    (
-        "kubelet_remove_conflicting_flags",
-        1,
-        "kubelet_remove_conflicting_flags: 1 is an integer; use true or false (unquoted).",
-    ),
-    (
-        "kubelet_reset_resource_manager_state",
-        "false",
-        "kubelet_reset_resource_manager_state: 'false' is a string; use true or false (unquoted).",
-    ),
-    ("kubelet_healthz_check", [], "kubelet_healthz_check: [] is a list; use true or false (unquoted)."),
 ]
 # User namespaces (hostUsers: false): the gate switch and the optional host ID range.
 BAD_INPUTS += [
-    ("kubelet_user_namespaces", "yes", "kubelet_user_namespaces: 'yes' is a string; use true or false (unquoted)."),
     (
         "kubelet_user_namespaces_subid_start",
         100000,
@@ -587,13 +506,68 @@ def test_each_bad_input_has_one_precise_message(var, value, message):
     assert kb.kubelet_validate(params(**{var: value}), "1.31.0") == [message]
 
 
+# Types and choices are meta/argument_specs.yml's alone: Ansible's role argument validation (choices, and
+# types it cannot convert) and the argument_types action (types it would convert, and null) refuse these
+# before kubelet_validate runs, which therefore does not check them again.
+SPEC = yaml.safe_load((ROOT / "roles/kubelet/meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+argument_types = load_module("argument_types", subdir="plugins/action")
+SPEC_REFUSES = [
+    ("kubelet_config_mode", "drop-in", "value of kubelet_config_mode must be one of: auto, dropin, merge"),
+    ("kubelet_cgroup_driver", "Systemd", "value of kubelet_cgroup_driver must be one of: systemd, cgroupfs"),
+    ("kubelet_cpu_manager_policy", "Static", "value of kubelet_cpu_manager_policy must be one of: none, static"),
+    ("kubelet_topology_manager_policy", "single_numa_node", "must be one of: none, best-effort"),
+    ("kubelet_seccomp_default", "yes", "kubelet_seccomp_default must be a boolean (got a string ('yes'))"),
+    ("kubelet_feature_gates", ["A"], "kubelet_feature_gates must be a mapping (got a list)"),
+    ("kubelet_register_with_taints", "a:NoSchedule", "kubelet_register_with_taints must be a list of str"),
+    ("kubelet_node_labels", ["a=b"], "kubelet_node_labels must be a mapping (got a list)"),
+    ("kubelet_config", "maxPods: 1", "kubelet_config must be a mapping (got a string"),
+    ("kubelet_config_passthrough", None, "kubelet_config_passthrough is null"),
+    ("kubelet_config_absent", [["a", "b"]], "kubelet_config_absent must be a list of str, but item 0 is a list"),
+    ("kubelet_flags", "--v=2", "kubelet_flags must be a mapping (got a string"),
+    ("kubelet_flags_absent", "v", "kubelet_flags_absent must be a list of str (got a string"),
+    ("kubelet_healthz_timeout", True, "kubelet_healthz_timeout must be an integer (got a boolean)"),
+    ("kubelet_backup", "yes", "kubelet_backup must be a boolean (got a string ('yes'))"),
+    ("kubelet_restart_on_change", None, "kubelet_restart_on_change is null"),
+    ("kubelet_remove_conflicting_flags", 1, "kubelet_remove_conflicting_flags must be a boolean (got a number (1))"),
+    ("kubelet_reset_resource_manager_state", "false", "must be a boolean (got a string ('false'))"),
+    ("kubelet_healthz_check", [], "kubelet_healthz_check must be a boolean (got a list)"),
+    ("kubelet_user_namespaces", "yes", "kubelet_user_namespaces must be a boolean (got a string ('yes'))"),
+    ("kubelet_user_namespaces_subid_start", "65536", "must be an integer (got a string ('65536'))"),
+]
+
+
+def _spec_problems(var, value) -> list[str]:
+    """What Ansible's role argument validation and then the argument_types action say about one variable."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    result = ArgumentSpecValidator(SPEC).validate({var: value})
+    return [str(error) for error in result.errors] + argument_types.type_problems(SPEC, {var: value})
+
+
+@pytest.mark.parametrize(("var", "value", "message"), SPEC_REFUSES, ids=[case[0] for case in SPEC_REFUSES])
+def test_argument_specs_refuse_wrong_types_and_choices_before_the_role_checks(var, value, message):
+    problems = _spec_problems(var, value)
+    assert [p for p in problems if message in p], problems
+
+
+def test_valid_values_pass_the_argument_specs():
+    assert [p for var, value in params().items() for p in _spec_problems(var, value)] == []
+
+
 def test_every_public_variable_has_a_bad_input_test():
-    assert {var for var, _, _ in BAD_INPUTS} == set(DEFAULTS)
+    assert {var for var, _, _ in BAD_INPUTS} | {var for var, _, _ in SPEC_REFUSES} == set(DEFAULTS)
+
+
+def test_unknown_kubelet_configuration_fields_pass_through():
+    # no copy of the upstream field list: the kubelet judges names (a field newer than the role just works)
+    assert kb.kubelet_validate(params(kubelet_config={"maxpods": 10, "someFutureField": {"a": 1}}), "1.31.0") == []
+    fields = kb.kubelet_compose_config(params(kubelet_config={"someFutureField": {"a": 1}}))
+    assert fields["someFutureField"] == {"a": 1}
 
 
 def test_messages_add_up_for_several_problems():
-    errors = kb.kubelet_validate(params(kubelet_cgroup_driver="x", kubelet_backup="x"), "1.31.0")
-    assert [error.split(":")[0] for error in errors] == ["kubelet_cgroup_driver", "kubelet_backup"]
+    errors = kb.kubelet_validate(params(kubelet_reserved_system_cpus="x", kubelet_healthz_timeout=0), "1.31.0")
+    assert [error.split(":")[0] for error in errors] == ["kubelet_reserved_system_cpus", "kubelet_healthz_timeout"]
 
 
 def test_dropin_mode_for_an_old_installed_kubelet_is_refused():
@@ -633,8 +607,8 @@ class _TaggedList(list):
 
 def test_type_names_in_messages_see_through_ansibles_subclasses():
     # found by molecule/kubelet: the message read "'yes' is a _AnsibleTaggedStr"
-    assert kb.kubelet_validate(params(kubelet_seccomp_default=_TaggedStr("yes")), "1.31.0") == [
-        "kubelet_seccomp_default: 'yes' is a string; use true, false or null (unquoted)."
+    assert kb.kubelet_validate(params(kubelet_feature_gates={"A": _TaggedStr("yes")}), "1.31.0") == [
+        "kubelet_feature_gates: A is 'yes' (a string); use true or false (unquoted)."
     ]
     assert kb.kubelet_validate(params(kubelet_node_labels={"a": _TaggedList(["x"])}), "1.31.0") == [
         "kubelet_node_labels: label value ['x'] is a list, not a string (label 'a')."

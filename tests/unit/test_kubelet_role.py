@@ -1,4 +1,4 @@
-"""Consistency of roles/kubelet: defaults, argument specs and the variable list the checks use."""
+"""Consistency of roles/kubelet: defaults, argument specs and the README."""
 
 from __future__ import annotations
 
@@ -28,10 +28,6 @@ def test_argument_specs_name_exactly_the_defaults_with_the_same_default_values()
 def test_every_option_has_a_description_and_a_type():
     options = _load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
     assert [name for name, spec in options.items() if not spec.get("description") or not spec.get("type")] == []
-
-
-def test_the_checked_variable_list_is_the_defaults():
-    assert _load("vars/main.yml")["__kubelet_public_variables"] == list(_load("defaults/main.yml"))
 
 
 def test_readme_documents_every_variable():

@@ -1,14 +1,14 @@
 """Tests of the security_profiles role's data and code.
 
-- plugins/filter/seccomp.py: the OCI structural check (`seccomp_profile_errors`) and the
-  profile builder (`seccomp_oci_profile`).
-- The FUSE seccomp profile, built from the role's vars/main.yml the way the role builds it
-  (its own Jinja expressions, evaluated with the filter above).
+- plugins/filter/seccomp.py: the docker-only key check (`seccomp_docker_keys`).
+- The FUSE seccomp profile, built from the role's vars/main.yml: by Ansible itself, byte for byte
+  as the role writes it, and with Jinja for the checks of what it allows.
 - The AppArmor template, rendered with Jinja as Ansible's template module does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -18,7 +18,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import comment
-from conftest import ROOT, load_module
+from conftest import ROOT, load_module, run_local_playbook
 from jinja2.nativetypes import NativeEnvironment
 
 seccomp = load_module("seccomp", subdir="plugins/filter")
@@ -34,10 +34,18 @@ NEW_MOUNT_API = {"fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_
 ENOSYS = 38
 
 
+def _render(env, value, context):
+    if isinstance(value, str):
+        return env.from_string(value.strip()).render(context) if "{{" in value else value
+    if isinstance(value, dict):
+        return {k: _render(env, v, context) for k, v in value.items()}
+    return value
+
+
 def build_role_profiles(architecture: str) -> dict:
     """Evaluate the role's own expressions in vars/main.yml, as Ansible does at run time."""
     env = NativeEnvironment(undefined=jinja2.StrictUndefined)
-    env.filters["seccomp_oci_profile"] = seccomp.seccomp_oci_profile
+    env.filters["combine"] = lambda a, b: {**a, **b}
     context = dict(ROLE_VARS)
     context["ansible_facts"] = {"architecture": architecture}
     for name in (
@@ -45,7 +53,7 @@ def build_role_profiles(architecture: str) -> dict:
         "__security_profiles_seccomp_nomount_profile",
         "__security_profiles_seccomp_fuse_profile",
     ):
-        context[name] = env.from_string(ROLE_VARS[name].strip()).render(context)
+        context[name] = _render(env, ROLE_VARS[name], context)
     return {
         "fuse": context["__security_profiles_seccomp_fuse_profile"],
         "nomount": context["__security_profiles_seccomp_nomount_profile"],
@@ -108,8 +116,61 @@ def action_for(profile: dict, syscall: str, args: tuple[int, ...] = ()) -> tuple
 # --- the FUSE profile the role installs --------------------------------------------------------
 
 
-def test_fuse_profile_passes_the_oci_check(fuse_profile):
-    assert seccomp.seccomp_profile_errors(fuse_profile) == []
+# sha256 of the files the role wrote before the profile became data (vars/main.yml as one name per line
+# and the seccomp_oci_profile filter, commit 1f2a417): `<profile> | to_nice_json(indent=2)` plus a newline.
+RENDERED_SHA256 = {
+    ("x86_64", "fuse"): "59318a6dad03aab9d526ab035e5f7500cd03e2356772250e371b665c890f4ecd",
+    ("x86_64", "nomount"): "47d6df66108b637f9ecb48fe17bd5c497bd9548e4ef30d0d22232781970ce799",
+    ("aarch64", "fuse"): "26ad8c1d2c884dfbee53f821821afacc37eff079d5b0ae17c943c4cc1912d6eb",
+    ("aarch64", "nomount"): "76261358407f3c3a3553122bb389c99fe0fc77606ef7e7de01468591d837c332",
+}
+
+
+PROFILE_TO_JSON = "_profile | to_nice_json(indent=2) }}\n"  # as tasks/seccomp.yml writes a profile
+
+
+def test_ansible_renders_each_architectures_profiles_byte_for_byte_as_before(tmp_path):
+    """Ansible itself evaluates vars/main.yml and writes the files the way tasks/seccomp.yml does."""
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "vars_files": [str(ROLE / "vars" / "main.yml")],
+                    "tasks": [
+                        {
+                            "name": f"Write the {arch} {name} profile",
+                            "ansible.builtin.copy": {
+                                "content": "{{ __security_profiles_seccomp_" + name + PROFILE_TO_JSON,
+                                "dest": str(tmp_path / f"{arch}-{name}.json"),
+                                "mode": "0644",
+                            },
+                            "vars": {
+                                "__security_profiles_seccomp_node_arch": "{{ __security_profiles_seccomp_arches."
+                                + arch
+                                + " }}"
+                            },
+                        }
+                        for arch, name in RENDERED_SHA256
+                    ],
+                }
+            ]
+        )
+    )
+    result = run_local_playbook(playbook)
+    assert result.returncode == 0, result.stdout + result.stderr
+    digests = {
+        (arch, name): hashlib.sha256((tmp_path / f"{arch}-{name}.json").read_bytes()).hexdigest()
+        for arch, name in RENDERED_SHA256
+    }
+    assert digests == RENDERED_SHA256
+
+
+def test_fuse_profile_has_no_docker_only_keys_by_the_filter(fuse_profile, nomount_profile):
+    assert seccomp.seccomp_docker_keys({"fuse": fuse_profile, "nomount": nomount_profile}) == []
 
 
 def test_fuse_profile_denies_by_default_with_eperm(fuse_profile):
@@ -178,7 +239,6 @@ def test_socket_families_af_alg_and_af_vsock_denied(fuse_profile, family, allowe
 
 
 def test_nomount_profile_is_the_base_without_the_mount_family(nomount_profile):
-    assert seccomp.seccomp_profile_errors(nomount_profile) == []
     names = {n for rule in nomount_profile["syscalls"] for n in rule["names"]}
     assert names.isdisjoint({"mount", "umount", "umount2"} | NEW_MOUNT_API)
     assert action_for(nomount_profile, "mount") == ("SCMP_ACT_ERRNO", 1)
@@ -197,7 +257,6 @@ def test_profile_architectures_follow_the_node(architecture, arches, has, lacks)
     assert profile["architectures"] == arches
     assert has in allowed_names(profile)
     assert lacks not in allowed_names(profile)
-    assert seccomp.seccomp_profile_errors(profile) == []
 
 
 def test_base_allowlist_has_no_duplicates_and_no_mount_family():
@@ -207,316 +266,47 @@ def test_base_allowlist_has_no_duplicates_and_no_mount_family():
     assert all_base_names.isdisjoint({"mount", "umount", "umount2"} | NEW_MOUNT_API)
 
 
-# --- seccomp_profile_errors: what it refuses, and how it says so -------------------------------
-
-VALID = {
-    "defaultAction": "SCMP_ACT_ERRNO",
-    "defaultErrnoRet": 1,
-    "architectures": ["SCMP_ARCH_X86_64"],
-    "syscalls": [
-        {"names": ["read", "write"], "action": "SCMP_ACT_ALLOW"},
-        {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 40, "op": "SCMP_CMP_NE"}]},
-        {"names": ["clone3"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
-    ],
-}
+# --- seccomp_docker_keys: the docker-only keys containerd and CRI-O would silently drop ----------
 
 
-def with_changes(**changes) -> dict:
-    profile = json.loads(json.dumps(VALID))
-    profile.update(changes)
-    return profile
-
-
-def with_rule(rule: dict) -> dict:
-    return with_changes(syscalls=[rule])
-
-
-def test_accepts_a_valid_profile():
-    assert seccomp.seccomp_profile_errors(VALID) == []
-
-
-def test_accepts_a_profile_without_syscalls_or_architectures():
-    assert seccomp.seccomp_profile_errors({"defaultAction": "SCMP_ACT_ALLOW"}) == []
-
-
-@pytest.mark.parametrize(
-    ("profile", "message"),
-    [
-        (
-            with_changes(archMap=[{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86"]}]),
-            "profile: key 'archMap' is docker-only (not OCI); containerd ignores it, so the profile would apply "
-            "to the native architecture only",
-        ),
-        (
-            with_rule({"names": ["mount"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}}),
-            "syscalls[0]: key 'includes' is docker-only (not OCI); containerd ignores it, so the rule would apply "
-            "unconditionally. Write the profile in plain OCI form.",
-        ),
-        (
-            with_rule({"names": ["clone"], "action": "SCMP_ACT_ALLOW", "excludes": {"caps": ["CAP_SYS_ADMIN"]}}),
-            "syscalls[0]: key 'excludes' is docker-only (not OCI); containerd ignores it, so the rule would apply "
-            "unconditionally",
-        ),
-        (
-            with_rule({"name": "read", "names": ["read"], "action": "SCMP_ACT_ALLOW"}),
-            "syscalls[0]: key 'name' is docker-only (not OCI); containerd ignores it; use 'names' (a list)",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "SCMP_ACT_ALLOW", "comment": "x"}),
-            "syscalls[0]: key 'comment' is docker-only (not OCI)",
-        ),
-        (
-            with_changes(defaultErrno="EPERM"),
-            "profile: key 'defaultErrno' is docker-only (not OCI); containerd ignores it; the OCI key is "
-            "'defaultErrnoRet' (a number)",
-        ),
-        (
-            with_changes(seccomp="x"),
-            "profile: unknown key 'seccomp'; an OCI seccomp profile has only architectures, defaultAction",
-        ),
-    ],
-    ids=["archMap", "includes", "excludes", "name", "comment", "defaultErrno", "unknown-top-key"],
-)
-def test_rejects_keys_outside_the_oci_form(profile, message):
-    errors = seccomp.seccomp_profile_errors(profile)
-    assert any(message in error for error in errors), errors
-
-
-@pytest.mark.parametrize(
-    ("profile", "message"),
-    [
-        (
-            with_changes(defaultAction="SCMP_ACT_DENY"),
-            "defaultAction: unknown action 'SCMP_ACT_DENY'; known actions are SCMP_ACT_ALLOW, SCMP_ACT_ERRNO",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "SCMP_ACT_ALLOWED"}),
-            "syscalls[0].action: unknown action 'SCMP_ACT_ALLOWED'",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "allow"}),
-            "syscalls[0].action: unknown action 'allow'",
-        ),
-        (
-            with_rule({"names": ["read"]}),
-            "syscalls[0]: 'action' is missing.",
-        ),
-        (
-            with_changes(architectures=["SCMP_ARCH_AMD64"]),
-            "architectures[0]: unknown value 'SCMP_ARCH_AMD64'; known architectures are",
-        ),
-        (
-            with_changes(flags=["SECCOMP_FILTER_FLAG_NOPE"]),
-            "flags[0]: unknown value 'SECCOMP_FILTER_FLAG_NOPE'",
-        ),
-        (
-            with_rule(
-                {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "value": 1, "op": "EQ"}]}
-            ),
-            "syscalls[0].args[0].op: unknown operator 'EQ'",
-        ),
-        (
-            with_rule(
-                {
-                    "names": ["socket"],
-                    "action": "SCMP_ACT_ALLOW",
-                    "args": [{"index": 6, "value": 1, "op": "SCMP_CMP_EQ"}],
-                }
-            ),
-            "syscalls[0].args[0].index: must be a number from 0 to 5",
-        ),
-        (
-            with_rule({"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [{"index": 0, "op": "SCMP_CMP_EQ"}]}),
-            "syscalls[0].args[0]: 'value' is missing.",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "SCMP_ACT_ALLOW", "errnoRet": 1}),
-            "syscalls[0].errnoRet: only applies to SCMP_ACT_ERRNO and SCMP_ACT_TRACE, not SCMP_ACT_ALLOW.",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "SCMP_ACT_ERRNO", "errnoRet": 0}),
-            "syscalls[0].errnoRet: 0 is not an errno",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "SCMP_ACT_NOTIFY"}),
-            "profile: SCMP_ACT_NOTIFY needs 'listenerPath'",
-        ),
-    ],
-    ids=[
-        "default-action",
-        "action-typo",
-        "action-lowercase",
-        "action-missing",
-        "architecture",
-        "flag",
-        "operator",
-        "arg-index",
-        "arg-value-missing",
-        "errno-with-allow",
-        "errno-zero",
-        "notify-without-listener",
-    ],
-)
-def test_rejects_unknown_values(profile, message):
-    errors = seccomp.seccomp_profile_errors(profile)
-    assert any(message in error for error in errors), errors
-
-
-@pytest.mark.parametrize(
-    ("profile", "message"),
-    [
-        (with_rule({"names": [], "action": "SCMP_ACT_ALLOW"}), "syscalls[0].names: is empty; a rule must name"),
-        (with_rule({"names": ["read", ""], "action": "SCMP_ACT_ALLOW"}), "syscalls[0].names[1]: is an empty name."),
-        (with_rule({"names": ["read", "  "], "action": "SCMP_ACT_ALLOW"}), "syscalls[0].names[1]: is an empty name."),
-        (with_rule({"action": "SCMP_ACT_ALLOW"}), "syscalls[0]: 'names' is missing"),
-        (
-            with_rule({"names": ["Read-Write"], "action": "SCMP_ACT_ALLOW"}),
-            "syscalls[0].names[0]: 'Read-Write' is not a syscall name",
-        ),
-        (
-            with_rule({"names": ["read\n"], "action": "SCMP_ACT_ALLOW"}),
-            "syscalls[0].names[0]: 'read\n' is not a syscall name",
-        ),
-    ],
-    ids=["empty-list", "empty-string", "blank-string", "missing", "not-a-syscall-name", "trailing-newline"],
-)
-def test_rejects_empty_names(profile, message):
-    errors = seccomp.seccomp_profile_errors(profile)
-    assert any(message in error for error in errors), errors
-
-
-@pytest.mark.parametrize(
-    ("profile", "message"),
-    [
-        (["SCMP_ACT_ERRNO"], "the profile must be a mapping (a JSON object), not a list."),
-        ("{}", "the profile must be a mapping (a JSON object), not a string."),
-        (with_changes(defaultAction=1), "defaultAction: must be a string"),
-        (
-            with_changes(defaultErrnoRet="1"),
-            "defaultErrnoRet: must be a number (an errno such as 1 for EPERM), not a string.",
-        ),
-        (
-            with_changes(defaultErrnoRet=True),
-            "defaultErrnoRet: must be a number (an errno such as 1 for EPERM), not a boolean.",
-        ),
-        (
-            with_changes(architectures="SCMP_ARCH_X86_64"),
-            "architectures: must be a list of architectures, not a string.",
-        ),
-        (with_changes(architectures=[64]), "architectures[0]: must be a string, not a number."),
-        (with_changes(syscalls={"names": ["read"]}), "syscalls: must be a list of rules, not a mapping."),
-        (with_changes(syscalls=["read"]), "syscalls[0]: must be a mapping with names and action, not a string."),
-        (
-            with_rule({"names": "read", "action": "SCMP_ACT_ALLOW"}),
-            "syscalls[0].names: must be a list of syscall names, not a string.",
-        ),
-        (
-            with_rule({"names": [0], "action": "SCMP_ACT_ALLOW"}),
-            "syscalls[0].names[0]: must be a string, not a number.",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "SCMP_ACT_ERRNO", "errnoRet": "EPERM"}),
-            "syscalls[0].errnoRet: must be a number",
-        ),
-        (
-            with_rule({"names": ["read"], "action": "SCMP_ACT_ALLOW", "args": {"index": 0}}),
-            "syscalls[0].args: must be a list, not a mapping.",
-        ),
-        (
-            with_rule({"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [[0, 1]]}),
-            "syscalls[0].args[0]: must be a mapping",
-        ),
-        (
-            with_rule(
-                {
-                    "names": ["socket"],
-                    "action": "SCMP_ACT_ALLOW",
-                    "args": [{"index": 0, "value": -1, "op": "SCMP_CMP_EQ"}],
-                }
-            ),
-            "syscalls[0].args[0].value: must be a number from 0 to 2^64-1, not -1.",
-        ),
-        (
-            with_rule(
-                {
-                    "names": ["socket"],
-                    "action": "SCMP_ACT_ALLOW",
-                    "args": [{"index": "0", "value": 1, "op": "SCMP_CMP_EQ"}],
-                }
-            ),
-            "syscalls[0].args[0].index: must be a number from 0 to 5 (the syscall argument), not '0'.",
-        ),
-        (with_changes(listenerPath=5), "listenerPath: must be a string, not a number."),
-    ],
-    ids=[
-        "profile-list",
-        "profile-string",
-        "default-action-number",
-        "errno-string",
-        "errno-bool",
-        "architectures-string",
-        "architecture-number",
-        "syscalls-mapping",
-        "rule-string",
-        "names-string",
-        "name-number",
-        "rule-errno-string",
-        "args-mapping",
-        "arg-list",
-        "arg-negative",
-        "arg-index-string",
-        "listener-path-number",
-    ],
-)
-def test_rejects_wrong_types(profile, message):
-    errors = seccomp.seccomp_profile_errors(profile)
-    assert any(message in error for error in errors), errors
-
-
-def test_reports_every_problem_of_a_docker_profile_with_its_place():
+def test_docker_keys_reports_each_docker_only_key_with_its_profile_and_place():
     docker_style = {
         "defaultAction": "SCMP_ACT_ERRNO",
         "archMap": [{"architecture": "SCMP_ARCH_X86_64", "subArchitectures": ["SCMP_ARCH_X86"]}],
         "syscalls": [
             {"names": ["read"], "action": "SCMP_ACT_ALLOW"},
             {"names": ["mount"], "action": "SCMP_ACT_ALLOW", "includes": {"caps": ["CAP_SYS_ADMIN"]}},
-            {"names": ["clone"], "action": "SCMP_ACT_ALLOW", "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
+            {"name": "clone", "action": "SCMP_ACT_ALLOW", "excludes": {"caps": ["CAP_SYS_ADMIN"]}},
         ],
     }
-    errors = seccomp.seccomp_profile_errors(docker_style)
-    assert [e.split(":")[0] for e in errors] == ["profile", "syscalls[1]", "syscalls[2]"]
+    errors = seccomp.seccomp_docker_keys({"gpu": docker_style})
+    assert [e.split(": ")[0] for e in errors] == [
+        "'gpu'",
+        "'gpu' syscalls[1]",
+        "'gpu' syscalls[2]",
+        "'gpu' syscalls[2]",
+    ]
+    assert "key 'archMap' is docker-only (not OCI)" in errors[0]
+    assert "key 'includes' is docker-only" in errors[1]
+    assert "key 'excludes'" in errors[2] and "key 'name'" in errors[3] and "use 'names'" in errors[3]
 
 
-def test_oci_profile_builder_shape():
-    rules = [{"names": ["read"], "action": "SCMP_ACT_ALLOW"}]
-    profile = seccomp.seccomp_oci_profile(rules, ("SCMP_ARCH_AARCH64",), default_errno_ret=13)
-    assert profile == {
-        "defaultAction": "SCMP_ACT_ERRNO",
-        "defaultErrnoRet": 13,
-        "architectures": ["SCMP_ARCH_AARCH64"],
-        "syscalls": rules,
-    }
-    assert profile["syscalls"][0] is not rules[0]  # copies, so callers' data stays untouched
+def test_docker_keys_accepts_oci_profiles_and_an_empty_mapping():
+    oci = {"defaultAction": "SCMP_ACT_ALLOW", "defaultErrnoRet": 1, "syscalls": [{"names": ["x"], "action": "y"}]}
+    assert seccomp.seccomp_docker_keys({"a": oci, "b": {"defaultAction": "SCMP_ACT_ALLOW"}}) == []
+    assert seccomp.seccomp_docker_keys({}) == []
 
 
-@pytest.mark.parametrize(
-    ("rules", "architectures", "message"),
-    [
-        ({"names": ["read"]}, [], "seccomp_oci_profile: rules must be a list, not a mapping"),
-        ([], "SCMP_ARCH_X86_64", "seccomp_oci_profile: architectures must be a list, not a string"),
-    ],
-)
-def test_oci_profile_builder_refuses_wrong_types(rules, architectures, message):
-    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
-        seccomp.seccomp_oci_profile(rules, architectures)
+def test_docker_keys_refuses_a_profile_that_is_no_mapping():
+    assert seccomp.seccomp_docker_keys({"a": ["SCMP_ACT_ALLOW"]}) == [
+        "'a': a profile is a mapping (a JSON object), not list."
+    ]
+    with pytest.raises(AnsibleFilterError, match="expects a mapping of name to profile"):
+        seccomp.seccomp_docker_keys([{"defaultAction": "SCMP_ACT_ALLOW"}])
 
 
-def test_filter_plugin_exposes_both_filters():
-    filters = seccomp.FilterModule().filters()
-    assert filters == {
-        "seccomp_profile_errors": seccomp.seccomp_profile_errors,
-        "seccomp_oci_profile": seccomp.seccomp_oci_profile,
-    }
+def test_filter_plugin_exposes_the_docker_key_check():
+    assert seccomp.FilterModule().filters() == {"seccomp_docker_keys": seccomp.seccomp_docker_keys}
 
 
 # --- the AppArmor template ------------------------------------------------------------------

@@ -1,0 +1,61 @@
+"""plugins/strategy/gpunode_mitogen.py: mitogen's linear strategy when mitogen works, plain linear otherwise.
+
+The proof is what the nodes see: under mitogen every task runs in one persistent Python on the node, so
+the parent process of two `command` tasks is the same; under linear each task has a fresh one.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+from conftest import run_local_playbook
+
+PLAYBOOK = [
+    {
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "tasks": [
+            {
+                "name": f"Print the parent process of a command ({n})",
+                "ansible.builtin.command": "python3 -c 'import os; print(\"PARENT=%d\" % os.getppid())'",
+                "changed_when": False,
+            }
+            for n in (1, 2)
+        ],
+    }
+]
+
+
+def _run(tmp_path, monkeypatch, hide_mitogen: bool):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(yaml.safe_dump(PLAYBOOK))
+    monkeypatch.setenv("ANSIBLE_STRATEGY", "gpunode_mitogen")
+    monkeypatch.setenv("ANSIBLE_DEPRECATION_WARNINGS", "False")
+    if hide_mitogen:
+        # a controller without mitogen: its package cannot be imported
+        fake = tmp_path / "no-mitogen" / "ansible_mitogen"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text("raise ImportError('No module named ansible_mitogen (test)')\n")
+        monkeypatch.setenv("PYTHONPATH", str(fake.parent))
+    result = run_local_playbook(playbook, "-v")
+    parents = re.findall(r"PARENT=(\d+)", result.stdout)
+    return result, parents
+
+
+def test_mitogen_runs_every_task_in_one_persistent_python(tmp_path, monkeypatch):
+    result, parents = _run(tmp_path, monkeypatch, hide_mitogen=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(parents) == 2 and parents[0] == parents[1], result.stdout
+    assert "mitogen is not usable" not in result.stdout + result.stderr
+
+
+def test_without_mitogen_the_run_falls_back_to_linear_and_says_why(tmp_path, monkeypatch):
+    result, parents = _run(tmp_path, monkeypatch, hide_mitogen=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(parents) == 2 and parents[0] != parents[1], result.stdout
+    output = " ".join((result.stdout + result.stderr).split())
+    assert "gpunode_mitogen: mitogen is not usable on this controller" in output
+    assert "ImportError: No module named ansible_mitogen (test)" in output
+    assert "running the plain linear strategy" in output
