@@ -39,6 +39,19 @@ def load_module(name: str, subdir: str = "library"):
     return mod
 
 
+def documented_options(module) -> dict:
+    """A module's options as ansible-doc shows them: its own, over those of the project's doc fragment."""
+    import yaml
+
+    doc = yaml.safe_load(module.DOCUMENTATION)
+    options = {}
+    if "gpunode_file_write" in doc.get("extends_documentation_fragment", []):
+        fragment = load_module("gpunode_file_write", subdir="plugins/doc_fragments").ModuleDocFragment
+        options.update(yaml.safe_load(fragment.DOCUMENTATION)["options"])
+    options.update(doc["options"])
+    return options
+
+
 class ModuleExit(Exception):
     """Raised in place of AnsibleModule.exit_json; .result holds what it returned."""
 

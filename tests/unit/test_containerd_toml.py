@@ -12,8 +12,7 @@ from unittest import mock
 import containerd_toml as ct
 import pytest
 import tomlkit
-import yaml
-from conftest import load_module, run_module
+from conftest import documented_options, load_module, run_module
 
 from config_merge import get_path, merge
 
@@ -525,7 +524,7 @@ def test_module_file_refuses_to_run_without_its_action_plugin():
 def test_documentation_matches_the_action_argument_spec():
     module = load_module("containerd_config")
     action = load_module("containerd_config", subdir="plugins/action")
-    doc = yaml.safe_load(module.DOCUMENTATION)
+    doc = {"options": documented_options(module)}
     fragment_options = {
         "owner",
         "group",

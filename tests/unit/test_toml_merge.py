@@ -8,8 +8,7 @@ from unittest import mock
 
 import pytest
 import tomlkit
-import yaml
-from conftest import load_module, run_module
+from conftest import documented_options, load_module, run_module
 
 PATH = "/etc/nvidia-container-runtime/config.toml"
 
@@ -364,7 +363,7 @@ def test_module_file_refuses_to_run_without_its_action_plugin():
 
 
 def test_documentation_matches_the_action_argument_spec():
-    doc = yaml.safe_load(load_module("toml_merge").DOCUMENTATION)
+    doc = {"options": documented_options(load_module("toml_merge"))}
     file_args = set(load_module("controller_files", subdir="plugins/module_utils").FILE_ARGUMENT_SPEC)
     assert set(doc["options"]) | file_args == set(tm.ARGUMENT_SPEC)
     for name, spec in doc["options"].items():
