@@ -35,21 +35,21 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-def _load_module_util(name: str):
-    """Import plugins/module_utils/<name>.py by path (controller plugins cannot import custom module_utils)."""
-    module_name = f"_gpu_node_provisioning_module_utils_{name}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    path = Path(__file__).resolve().parents[1] / "module_utils" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path: the one loader of this project's module_utils
+    on the controller (a plugin cannot import them as ansible.module_utils.*), shared with the action plugins."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
 
 
-_merge = _load_module_util("config_merge")
-_names = _load_module_util("kubernetes_names")
+_merge = _controller_files().load_module_util("config_merge")
+_names = _controller_files().load_module_util("kubernetes_names")
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"
 KIND = "KubeletConfiguration"
