@@ -16,4 +16,12 @@ ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
 export PATH="$VENV/bin:$PATH"
-exec pytest tests/test_lint.py tests/unit tests/demo tests/molecule "$@"
+# Two pytest-xdist workers: the molecule scenarios run one after another on one
+# of them (one xdist group, in order) while lint, the unit tests and the demo
+# run on the other (tests/conftest.py). GPUNODE_TEST_WORKERS=0 runs everything
+# in one process, in order.
+workers=${GPUNODE_TEST_WORKERS:-2}
+if [ "$workers" = 0 ]; then
+  exec pytest tests/test_lint.py tests/unit tests/demo tests/molecule "$@"
+fi
+exec pytest -n "$workers" --dist loadgroup tests/test_lint.py tests/unit tests/demo tests/molecule "$@"
