@@ -2,12 +2,10 @@
 
 - A timing line per stage (lint, unit, demo, each scenario), summed from the test
   reports, so it is right with and without pytest-xdist's workers.
-- With pytest-xdist (`-n 2 --dist loadgroup`, as scripts/test.sh runs): the molecule
-  scenarios stay one ordered group on one worker (one scenario at a time: a node of
-  Debian testing owns the host's cgroup v2 tree), the demo is a group of its own,
-  and lint and unit tests fill the other worker meanwhile. The demo's node
-  (gpunode-local, apt cache slot gpunode-debian12-local) shares nothing with the
-  scenarios' nodes.
+- With pytest-xdist (`-n 2 --dist loadgroup`, as scripts/test.sh runs it): the
+  lanes of tests/lanes.py. The scenarios with a Debian testing node run one at a
+  time on one worker; the demo, the lint and unit tests and then the other
+  scenarios run on the other.
 """
 
 from __future__ import annotations
@@ -15,10 +13,9 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
-import pytest
+from tests.lanes import LANES, group_of
 
 _STAGES: OrderedDict[str, float] = OrderedDict()
-_GROUPS = {"tests/molecule/": "molecule", "tests/demo/": "demo"}
 
 
 def _stage(nodeid: str) -> str:
@@ -35,11 +32,52 @@ def _stage(nodeid: str) -> str:
     return path
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        for prefix, group in _GROUPS.items():
-            if item.nodeid.startswith(prefix):
-                item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with lanes: each group of tests.lanes.LANES stays on its worker, in order.
+
+    The groups come from the node ids (tests.lanes.group_of), not from xdist_group marks: xdist 3.8
+    turns those into node id suffixes through an attribute pytest 9 no longer reads."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class LaneScheduling(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+        def _rank(self, node, scope: str) -> int | None:
+            """0: the node's own early group, 1: any node's test, 2: the node's own late group, None: not its."""
+            if scope not in LANES:
+                return 1
+            lane, early = LANES[scope]
+            if lane % self.numnodes != int(node.gateway.id.removeprefix("gw")) % self.numnodes:
+                return None
+            return 0 if early else 2
+
+        def _assign_work_unit(self, node) -> None:
+            ranks = ((self._rank(node, scope), n, scope) for n, scope in enumerate(self.workqueue))
+            ranked = [entry for entry in ranks if entry[0] is not None]
+            if not ranked:
+                return
+            scope = min(ranked)[2]
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some([collection.index(nodeid) for nodeid, done in work_unit.items() if not done])
+
+        def _reschedule(self, node) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) > 2:
+                return
+            self._assign_work_unit(node)
+            if self._pending_of(self.assigned_work[node]) == 0:
+                node.shutdown()  # what is left belongs to the other lane
+
+    return LaneScheduling(config, log)
 
 
 def pytest_runtest_logreport(report):

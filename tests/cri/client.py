@@ -66,7 +66,8 @@ def proto_file() -> Path:
         found = [p for p in (state / "x").rglob("api.proto") if str(p).endswith(PROTO_IN_PACKAGE)]
         if not found:
             raise RuntimeError(f"{deb.name} has no {PROTO_IN_PACKAGE}")
-        shutil.copyfile(found[0], target)
+        shutil.copyfile(found[0], state / "api.proto")
+        os.replace(state / "api.proto", target)  # atomic: two scenarios may run this at the same time
     return target
 
 
@@ -91,10 +92,10 @@ def stubs():
             check=True,
         )
         (tmp / "api.proto").unlink()
-        if out.exists():
-            shutil.rmtree(tmp)
-        else:
+        try:
             tmp.rename(out)
+        except OSError:  # another scenario generated them meanwhile
+            shutil.rmtree(tmp)
     if str(out) not in sys.path:
         sys.path.insert(0, str(out))
     return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")

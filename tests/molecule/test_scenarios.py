@@ -1,8 +1,10 @@
 """Runs each molecule scenario (full test sequence) as one test.
 
-Scenarios run one at a time: a node of Debian testing owns the host's cgroup v2
-tree on a cgroup v1 host. `harness` runs first (it proves the node containers),
-`default` (site.yml end to end) last. Each scenario's output goes to
+Scenarios with a node of Debian testing run one at a time (such a node owns the
+host's cgroup v2 tree on a cgroup v1 host), `harness` first (it proves the node
+containers) and `default` (site.yml end to end) last; with the test command's
+two workers the other scenarios run meanwhile, one at a time, on the other
+(tests/lanes.py). Each scenario's output goes to
 .ci-logs/molecule-<scenario>.log; a failure shows its tail.
 """
 
@@ -14,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.lanes import APT_SLOT_FIRST, scenario_group
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / ".ci-logs"
@@ -32,6 +36,7 @@ def test_molecule_scenario(scenario):
     LOGS.mkdir(exist_ok=True)
     log = LOGS / f"molecule-{scenario}.log"
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env["GPUNODE_APT_SLOT_FIRST"] = str(APT_SLOT_FIRST[scenario_group(scenario)])
     env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     env["PY_COLORS"] = "0"
     with log.open("w") as out:

@@ -1,0 +1,38 @@
+"""Which worker lane each part of the test command runs in (scripts/test.sh, tests/conftest.py).
+
+A lane is a pytest-xdist worker that keeps a group of tests to itself, in order:
+- lane 0, "molecule-cgroup2": the scenarios with a node of Debian testing (forky),
+  one at a time (such a node owns the host's cgroup v2 tree on a cgroup v1 host),
+  harness first and default last;
+- lane 1: the demo first, then the lint and unit tests (which either lane takes
+  when it is free), then "molecule", the other scenarios, one at a time.
+With one worker every lane is that worker. The two molecule lanes take apt cache
+slots from different ranges (molecule/resources/create.yml), so two nodes
+created at the same moment never pick the same slot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# group -> (lane, whether it runs before the unpinned tests on its lane)
+LANES = {"molecule-cgroup2": (0, True), "demo": (1, True), "molecule": (1, False)}
+# the first apt cache slot of each molecule lane's nodes (create.yml takes <image>-<n> from here on)
+APT_SLOT_FIRST = {"molecule-cgroup2": 0, "molecule": 8}
+
+
+def scenario_group(scenario: str) -> str:
+    """The group of a molecule scenario: molecule-cgroup2 when one of its nodes runs Debian testing."""
+    text = (ROOT / "molecule" / scenario / "molecule.yml").read_text()
+    return "molecule-cgroup2" if "gpunode:forky" in text else "molecule"
+
+
+def group_of(nodeid: str) -> str | None:
+    """The xdist group of a test by its node id (None: any lane)."""
+    if nodeid.startswith("tests/demo/"):
+        return "demo"
+    if nodeid.startswith("tests/molecule/") and "[" in nodeid:
+        return scenario_group(nodeid.split("[", 1)[1].split("]", 1)[0])
+    return None
