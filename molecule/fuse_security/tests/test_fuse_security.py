@@ -8,20 +8,12 @@ from pathlib import Path
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from fuse_probes import ESCAPE, MOUNT_AND_READ
 from playbook_runner import run_playbook
 
 IMAGE = "gpunode-test/fuse:latest"
 FUSE_PROFILE = "/etc/docker/seccomp/fuse.json"
 NOMOUNT_PROFILE = "/etc/docker/seccomp/fuse-nomount.json"
-MOUNT_AND_READ = "mkdir -p /src /mnt/b && echo hello-through-fuse > /src/file && bindfs /src /mnt/b && cat /mnt/b/file"
-# What a pod must not be able to do: write a host-wide kernel setting, or unmask /proc/sys (runc mounts it read-only).
-# Writes back the value it read, so that a failing check changes nothing on the host.
-ESCAPE = (
-    "v=$(cat /proc/sys/kernel/threads-max); "
-    "if echo $v > /proc/sys/kernel/threads-max; then echo WROTE-THREADS-MAX; fi; "
-    "if umount /proc/sys; then echo UNMASKED-PROC-SYS; fi; "
-    "if echo $v > /proc/sys/kernel/threads-max; then echo WROTE-THREADS-MAX; fi"
-)
 # runc's masked and read-only paths (runc libcontainer/specconv defaults), and paths a FUSE pod unmounts.
 RUNC_MASKED = [
     "/proc/acpi",

@@ -22,6 +22,7 @@ import yaml
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from fuse_probes import ESCAPE, MOUNT_AND_READ
 from playbook_runner import run_playbook
 
 MAIN_CONFIG = "/var/lib/kubelet/config.yaml"
@@ -445,15 +446,6 @@ def test_the_kubelet_user_owns_a_host_id_range_for_user_namespaces_on_1_31(host)
 # --- a FUSE pod in a user namespace, through CRI (kl-debian13: containerd 2.1, runc 1.3) --------------------
 
 FUSE_IMAGE = "docker.io/gpunode-test/fuse:latest"
-MOUNT_AND_READ = "mkdir -p /src /mnt/b && echo hello-through-fuse > /src/file && bindfs /src /mnt/b && cat /mnt/b/file"
-# What a pod must not be able to do: write a host-wide kernel setting, or unmask /proc/sys. Writes back the
-# value it read, so that a pod that can write changes nothing on the host.
-ESCAPE = (
-    "v=$(cat /proc/sys/kernel/threads-max); "
-    "if echo $v > /proc/sys/kernel/threads-max; then echo WROTE-THREADS-MAX; fi; "
-    "if umount /proc/sys; then echo UNMASKED-PROC-SYS; fi; "
-    "if echo $v > /proc/sys/kernel/threads-max; then echo WROTE-THREADS-MAX; fi"
-)
 
 
 def _fuse_pod(host, host_ids):
