@@ -1,0 +1,625 @@
+#!/usr/bin/python
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""The doctor's checks (role gpu_validate), run on the node in one process."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: gpu_validate_checks
+short_description: Run the GPU node doctor's checks on the node and return one row per check
+description:
+  - Runs the checks of the families asked for, in one process on the node, and returns their rows
+    C({check, status, detail, fix}) in the doctor's order (driver, toolkit, fuse, security, kubelet), whatever
+    the order of O(families). The role gpu_validate prints them as a table, writes the report files and fails
+    the node on a failed check; this module never fails on a check.
+  - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
+    NVIDIA module (the kernel the boot loader starts next), the toolkit package and C(nvidia-ctk --version),
+    C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the seccomp profile under the
+    kubelet's seccomp root, the kubelet drop-in, the kubelet's main configuration and the environment file that
+    passes C(--config-dir)."
+  - A command that fails or is missing becomes a row with status V(fail) or V(warn) and its message in the
+    detail; commands run from argument lists, without a shell, with a time limit.
+  - Reads only, never reports a change, and runs the same in check mode.
+version_added: "0.3.0"
+author:
+  - gpu-node-provisioning contributors
+options:
+  families:
+    description: Which checks to run.
+    type: list
+    elements: str
+    choices: [driver, toolkit, fuse, security, kubelet]
+    required: true
+  node:
+    description:
+      - The node facts of the gpu_node_facts module (C(ansible_facts.gpu_node)) as they are now; the checks read
+        C(has_gpu), C(gpu_count), C(nouveau_loaded), C(driver), C(nvidia_smi), C(kubelet), C(apparmor_enabled)
+        and C(apparmor).
+    type: dict
+    required: true
+  driver_version:
+    description: Driver pin, an exact version or its prefix (V(580.95)); empty for no version pin.
+    type: str
+    default: ""
+  driver_branch:
+    description: Driver branch pin (V(580)); empty for none. O(driver_version) wins when both are set.
+    type: str
+    default: ""
+  peermem:
+    description: Whether nvidia-peermem must be loaded and loaded at boot; V(false) skips that row.
+    type: bool
+    default: false
+  peermem_file:
+    description: The modules-load.d file that loads nvidia-peermem at boot.
+    type: path
+    default: /etc/modules-load.d/nvidia-peermem.conf
+  kernels_root:
+    description: Filesystem tree whose C(/boot) and C(/lib/modules) the "driver after next reboot" row reads.
+    type: path
+    default: /
+  toolkit_version:
+    description: Toolkit package version pin (V(1.17.8-1)); empty for any version.
+    type: str
+    default: ""
+  toolkit_package:
+    description: The toolkit package whose version the package manager reports.
+    type: str
+    default: nvidia-container-toolkit
+  package_version_argv:
+    description: Command that prints the installed version of a package (the package is appended); empty to
+      rely on C(nvidia-ctk --version) alone.
+    type: list
+    elements: str
+    default: []
+  fuse_device:
+    description: The FUSE device node.
+    type: path
+    default: /dev/fuse
+  apparmor_os:
+    description: Whether AppArmor confines containers on this OS; V(false) skips the AppArmor row.
+    type: bool
+    default: true
+  apparmor_profile:
+    description: Name of the FUSE AppArmor profile.
+    type: str
+    default: fuse
+  apparmor_dir:
+    description: Directory of the AppArmor profile files.
+    type: path
+    default: /etc/apparmor.d
+  apparmor_profiles_file:
+    description: The kernel's list of loaded AppArmor profiles.
+    type: path
+    default: /sys/kernel/security/apparmor/profiles
+  seccomp_root:
+    description: The kubelet's seccomp root; the profile is C(<root>/profiles/<seccomp_profile>.json).
+    type: path
+    default: /var/lib/kubelet/seccomp
+  seccomp_profile:
+    description: Name of the FUSE seccomp profile.
+    type: str
+    default: fuse
+  kubelet_config_dir:
+    description: The kubelet's drop-in directory (C(--config-dir)).
+    type: path
+    default: /etc/kubernetes/kubelet.conf.d
+  kubelet_dropin_name:
+    description: File name of the drop-in the kubelet role writes.
+    type: str
+    default: 50-gpu-node.conf
+  kubelet_main_config:
+    description: The kubelet's main configuration file.
+    type: path
+    default: /var/lib/kubelet/config.yaml
+  kubelet_env_file:
+    description: The file that passes KUBELET_EXTRA_ARGS to the kubelet.
+    type: path
+    default: /etc/default/kubelet
+  kubelet_config_mode:
+    description: The kubelet role's C(kubelet_config_mode); V(merge) means the role merged into the main file.
+    type: str
+    default: auto
+  kubelet_dropin_min:
+    description: The first kubelet version that reads drop-ins; an older kubelet gets the main file merged.
+    type: str
+    default: "1.28"
+  command_timeout:
+    description: Seconds each command may take before its row reports it as failed.
+    type: int
+    default: 60
+attributes:
+  check_mode:
+    support: full
+    description: Reads only, so it reports the same in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Check the driver, the toolkit and /dev/fuse
+  gpu_validate_checks:
+    families: [driver, toolkit, fuse]
+    node: "{{ ansible_facts.gpu_node }}"
+    driver_version: 580.95.05
+  register: doctor
+
+- name: Show the rows
+  ansible.builtin.debug:
+    msg: "{{ doctor.checks | gpu_validate_table(inventory_hostname) }}"
+"""
+
+RETURN = r"""
+checks:
+  description: One row per check, in the doctor's order.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {check: NVIDIA driver, status: ok, detail: "580.95.05 loaded (pin: version 580.95.05)", fix: ""}
+toolkit_installed:
+  description: Whether the toolkit is installed (package or C(nvidia-ctk)); null when O(families) has no V(toolkit).
+  returned: always
+  type: bool
+  sample: true
+"""
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.nvidia_kernels import inspect_live
+
+FAMILIES = ("driver", "toolkit", "fuse", "security", "kubelet")
+
+
+def _bool(value) -> bool:
+    """Ansible's bool filter: yes/on/1/true (any case) and true values are True."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("yes", "on", "1", "true", "y", "t")
+    return bool(value)
+
+
+def _row(check: str, status: str, detail: str, fix: str = "") -> dict:
+    return {"check": check, "status": status, "detail": " ".join(str(detail).split()), "fix": fix}
+
+
+def _truncate(text: str, length: int = 160, end: str = "...", leeway: int = 5) -> str:
+    """Jinja's truncate filter with its defaults (whole words, leeway 5)."""
+    if len(text) <= length + leeway:
+        return text
+    return text[: length - len(end)].rsplit(" ", 1)[0] + end
+
+
+def _version_tuple(version: str) -> tuple:
+    """Leading numbers of a version (1.31.2-rc.1 -> (1, 31, 2)) for comparing kubelet versions."""
+    match = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip())
+    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
+
+
+class Node:
+    """What the checks read on the node: files and commands. Tests give fakes of both."""
+
+    def __init__(self, timeout: int = 60):
+        self.timeout = timeout
+
+    def run(self, argv: list) -> tuple:
+        """(rc, stdout, stderr) of a command; a missing command or a timeout is an rc and a message."""
+        env = dict(os.environ, LC_ALL="C", LANG="C")
+        try:
+            proc = subprocess.run(
+                [str(a) for a in argv], capture_output=True, text=True, errors="replace", timeout=self.timeout, env=env
+            )
+        except FileNotFoundError as exc:
+            return 2, "", str(exc)
+        except subprocess.TimeoutExpired:
+            return 124, "", f"{argv[0]} did not answer in {self.timeout} s"
+        except OSError as exc:
+            return 126, "", str(exc)
+        return proc.returncode, proc.stdout.rstrip("\n"), proc.stderr.rstrip("\n")
+
+    def which(self, name: str, opt_dirs: list) -> str | None:
+        path = os.pathsep.join([os.environ.get("PATH", ""), *opt_dirs])
+        return shutil.which(name, path=path)
+
+    def lstat(self, path: str):
+        try:
+            return os.lstat(path)
+        except OSError:
+            return None
+
+    def read(self, path: str) -> str | None:
+        """The text of a file, or None when it cannot be read."""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+
+
+# ---- driver ------------------------------------------------------------------------------------------------
+
+
+def driver_row(p: dict, node: dict) -> dict:
+    has_gpu = _bool(node.get("has_gpu"))
+    driver = node.get("driver") or {}
+    loaded = _bool(driver.get("loaded"))
+    version = driver.get("version") or ""
+    pin_version, pin_branch = p["driver_version"], p["driver_branch"]
+    pin = f"version {pin_version}" if pin_version else f"branch {pin_branch}" if pin_branch else ""
+    if not has_gpu:
+        return _row("NVIDIA driver", "skipped", "no GPU (no NVIDIA GPU on PCI)")
+    if not loaded:
+        nouveau = "; nouveau is loaded" if _bool(node.get("nouveau_loaded")) else ""
+        return _row(
+            "NVIDIA driver",
+            "fail",
+            f"not loaded on a node with {node.get('gpu_count')} GPU(s){nouveau}",
+            "Run site.yml --tags driver; when the driver is installed, reboot the node to load it",
+        )
+    # The branch pin is checked even when an exact version pin matched (the role always did).
+    if (pin_version and version != pin_version and not version.startswith(pin_version + ".")) or (
+        pin_branch and not version.startswith(pin_branch + ".")
+    ):
+        return _row(
+            "NVIDIA driver",
+            "fail",
+            f"{version} loaded, but the pin is {pin}",
+            "Reboot to load the installed driver, or run playbooks/upgrade_driver.yml with the pin",
+        )
+    return _row("NVIDIA driver", "ok", f"{version} loaded" + (f" (pin: {pin})" if pin else ""))
+
+
+def smi_row(node: dict, smi) -> dict:
+    """smi: (rc, stdout, stderr) of nvidia-smi, or None when it was not run (no nvidia-smi on the node)."""
+    if not _bool(node.get("has_gpu")):
+        return _row("nvidia-smi", "skipped", "no GPU")
+    if smi is None:
+        return _row(
+            "nvidia-smi",
+            "fail",
+            "not installed",
+            "Run site.yml --tags driver (nvidia-smi comes with the driver packages)",
+        )
+    rc, out, err = smi
+    if rc != 0:
+        return _row(
+            "nvidia-smi",
+            "fail",
+            f"exit code {rc}: " + _truncate(f"{out} {err}".strip()),
+            "Read the nvidia-smi message; a driver/library version mismatch needs a reboot",
+        )
+    lines = [line for line in out.splitlines() if line]
+    count = int(node.get("gpu_count") or 0)
+    if len(lines) < count:
+        return _row(
+            "nvidia-smi",
+            "warn",
+            f"sees {len(lines)} of the {count} GPUs on PCI",
+            "Look for fallen-off GPUs (dmesg | grep -i xid) and reset or reboot",
+        )
+    names = list(dict.fromkeys(line.split(",")[0].strip() for line in lines))
+    return _row("nvidia-smi", "ok", f"{len(lines)} GPU(s): " + ", ".join(names))
+
+
+def reboot_row(p: dict, node: dict, kernels) -> dict:
+    """kernels: what nvidia_kernels.inspect returns for the node (None without a GPU)."""
+    name = "driver after next reboot"
+    if not _bool(node.get("has_gpu")):
+        return _row(name, "skipped", "no GPU")
+    entries = (kernels or {}).get("kernels") or []
+    nxt = next((k for k in entries if k.get("next_boot")), None)
+    if not nxt:
+        return _row(name, "skipped", "no kernel image in /boot (a container boots its host kernel)")
+    release = nxt.get("release") or ""
+    if not nxt.get("module"):
+        return _row(
+            name,
+            "fail",
+            f"kernel {release} boots next ({kernels.get('next_boot_rule') or ''}) and has no NVIDIA module",
+            "Run site.yml --tags driver: it builds or installs the module for every installed kernel,"
+            " or names the missing headers; do not reboot before",
+        )
+    next_version = nxt.get("module_version") or ""
+    pin = p["driver_version"]
+    if pin and next_version and next_version != pin and not next_version.startswith(pin + "."):
+        return _row(
+            name,
+            "fail",
+            f"kernel {release} boots next with NVIDIA module {next_version}, but the pin is version {pin}",
+            "Run playbooks/upgrade_driver.yml with the pin, or rebuild the module (dkms autoinstall)",
+        )
+    others = [k["release"] for k in entries if not k.get("next_boot") and k.get("module") is None]
+    if others:
+        return _row(
+            name,
+            "warn",
+            f"kernel {release} boots next with the NVIDIA module; no module for {', '.join(others)}",
+            "Run site.yml --tags driver, or remove the kernels without a module",
+        )
+    return _row(
+        name, "ok", f"kernel {release} boots next with NVIDIA module {next_version or os.path.basename(nxt['module'])}"
+    )
+
+
+def peermem_row(p: dict, node: dict, boot_file_exists: bool) -> dict:
+    path = p["peermem_file"]
+    if not p["peermem"]:
+        return _row("nvidia-peermem", "skipped", "not asked for (gpu_validate_peermem is false)")
+    if not _bool(node.get("has_gpu")):
+        return _row("nvidia-peermem", "skipped", "no GPU")
+    if not boot_file_exists:
+        return _row(
+            "nvidia-peermem",
+            "fail",
+            f"{path} is missing: not loaded at boot",
+            "Run site.yml --tags driver with nvidia_driver_peermem: true",
+        )
+    driver = node.get("driver") or {}
+    if not _bool(driver.get("loaded")):
+        return _row(
+            "nvidia-peermem",
+            "warn",
+            f"loads at boot ({path}); the NVIDIA driver is not loaded",
+            "Reboot to load the driver (and nvidia-peermem with it)",
+        )
+    if "nvidia_peermem" not in (driver.get("modules") or []):
+        return _row(
+            "nvidia-peermem",
+            "fail",
+            "not loaded next to the NVIDIA driver",
+            "modprobe nvidia-peermem; it needs the InfiniBand core (ib_core) loaded",
+        )
+    return _row("nvidia-peermem", "ok", f"loaded, and loaded at boot ({path})")
+
+
+def check_driver(p: dict, node: dict, io: Node) -> list:
+    has_gpu = _bool(node.get("has_gpu"))
+    smi = None
+    if has_gpu and node.get("nvidia_smi"):
+        smi = io.run([node["nvidia_smi"], "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    kernels = inspect_live(p["kernels_root"], io.run, io.which) if has_gpu else None
+    boot_file = has_gpu and p["peermem"] and io.lstat(p["peermem_file"]) is not None
+    return [driver_row(p, node), smi_row(node, smi), reboot_row(p, node, kernels), peermem_row(p, node, boot_file)]
+
+
+# ---- toolkit -----------------------------------------------------------------------------------------------
+
+
+def toolkit_row(p: dict, node: dict, ctk, pkg) -> tuple:
+    """ctk: (rc, out, err) of nvidia-ctk --version; pkg: that of the package query or None. (row, installed)."""
+    cli = ""
+    if ctk[0] == 0:
+        words = (ctk[1].splitlines() or [""])[0].split()
+        cli = re.sub(r"^v", "", words[-1]) if words else ""
+    pkg_version = pkg[1].strip() if pkg is not None and pkg[0] == 0 else ""
+    installed = pkg_version or cli
+    pin = p["toolkit_version"]
+    package = p["toolkit_package"]
+    matches = not pin or installed == pin or (not pkg_version and cli == pin.split("-")[0])
+    if installed and matches:
+        row = _row("container toolkit", "ok", f"{package} {installed}" + (f" (pin {pin})" if pin else ""))
+    elif installed:
+        row = _row(
+            "container toolkit",
+            "fail",
+            f"{installed} installed, but the pin is {pin}",
+            "Run site.yml --tags toolkit to install the pinned version",
+        )
+    elif _bool(node.get("has_gpu")):
+        row = _row(
+            "container toolkit",
+            "fail",
+            f"nvidia-ctk not found and {package} not installed",
+            "Run site.yml --tags toolkit",
+        )
+    else:
+        row = _row("container toolkit", "skipped", "no GPU (and no toolkit installed)")
+    return row, bool(cli or pkg_version)
+
+
+def check_toolkit(p: dict, node: dict, io: Node) -> tuple:
+    ctk = io.run(["nvidia-ctk", "--version"])
+    pkg = io.run([*p["package_version_argv"], p["toolkit_package"]]) if p["package_version_argv"] else None
+    row, installed = toolkit_row(p, node, ctk, pkg)
+    return [row], installed
+
+
+# ---- fuse --------------------------------------------------------------------------------------------------
+
+
+def fuse_row(st) -> dict:
+    """st: os.lstat of the FUSE device, or None when it is missing."""
+    if st is not None and stat.S_ISCHR(st.st_mode):
+        return _row("/dev/fuse", "ok", f"character device, mode {stat.S_IMODE(st.st_mode):04o}")
+    detail = (
+        "exists but is not a character device"
+        if st is not None
+        else "missing: FUSE pods (device plugin resource github.com/fuse) cannot mount"
+    )
+    return _row("/dev/fuse", "fail", detail, "Run site.yml --tags fuse (loads the fuse module)")
+
+
+def check_fuse(p: dict, node: dict, io: Node) -> list:
+    return [fuse_row(io.lstat(p["fuse_device"]))]
+
+
+# ---- security ----------------------------------------------------------------------------------------------
+
+
+def apparmor_row(p: dict, node: dict, file_exists: bool, loaded_text) -> dict:
+    """loaded_text: the kernel's list of loaded profiles ("<name> (<mode>)" per line), None when unread."""
+    name = p["apparmor_profile"]
+    check = f"AppArmor profile {name}"
+    path = f"{p['apparmor_dir']}/{name}"
+    if not p["apparmor_os"]:
+        return _row(check, "skipped", "this OS has no AppArmor (SELinux confines containers)")
+    if not file_exists:
+        return _row(check, "fail", f"{path} is missing", "Run site.yml --tags apparmor")
+    if not _bool(node.get("apparmor_enabled")):
+        kernel = (
+            "enabled but no securityfs" if _bool((node.get("apparmor") or {}).get("kernel_enabled")) else "disabled"
+        )
+        return _row(
+            check,
+            "warn",
+            f"installed, not loaded: the kernel has AppArmor {kernel}; pods that reference it do not start here",
+            "Boot with AppArmor enabled (apparmor=1 security=apparmor), or do not schedule"
+            " AppArmor-confined FUSE pods here",
+        )
+    pattern = re.compile(re.escape(name) + " [(]")
+    loaded = [line for line in (loaded_text or "").splitlines() if pattern.match(line)]
+    if loaded:
+        mode = re.search(r"[(][a-z]+[)]", loaded[0])
+        return _row(check, "ok", "installed and loaded " + (mode.group(0) if mode else ""))
+    return _row(
+        check,
+        "fail",
+        f"installed in {p['apparmor_dir']} but not loaded",
+        f"apparmor_parser -r {path} (or run site.yml --tags apparmor)",
+    )
+
+
+def json_problem(text: str) -> str:
+    """'' when the text is a JSON object (what a seccomp profile is), else why it is not."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"not valid JSON ({exc})"
+    if not isinstance(value, dict):
+        return f"a JSON {type(value).__name__}, not an object"
+    return ""
+
+
+def seccomp_row(p: dict, text) -> dict:
+    """text: the profile's text, None when it cannot be read."""
+    name = p["seccomp_profile"]
+    path = f"{p['seccomp_root']}/profiles/{name}.json"
+    check = f"seccomp profile {name}"
+    if text is None:
+        return _row(check, "fail", f"{path} is missing", "Run site.yml --tags seccomp")
+    problem = json_problem(text)
+    if problem:
+        return _row(check, "fail", f"{path} is {problem}", "Run site.yml --tags seccomp")
+    return _row(check, "ok", f"{path} (localhostProfile: profiles/{name}.json)")
+
+
+def check_security(p: dict, node: dict, io: Node) -> list:
+    file_exists = p["apparmor_os"] and io.lstat(f"{p['apparmor_dir']}/{p['apparmor_profile']}") is not None
+    loaded = None
+    if p["apparmor_os"] and _bool(node.get("apparmor_enabled")):
+        loaded = io.read(p["apparmor_profiles_file"])
+    seccomp = io.read(f"{p['seccomp_root']}/profiles/{p['seccomp_profile']}.json")
+    return [apparmor_row(p, node, file_exists, loaded), seccomp_row(p, seccomp)]
+
+
+# ---- kubelet -----------------------------------------------------------------------------------------------
+
+
+def kubelet_row(p: dict, node: dict, dropin_exists: bool, main_exists: bool, env_text) -> dict:
+    """env_text: the kubelet's environment file, None when unread."""
+    kubelet = node.get("kubelet") or {}
+    installed = _bool(kubelet.get("installed"))
+    version = kubelet.get("version") or ""
+    dropin = f"{p['kubelet_config_dir']}/{p['kubelet_dropin_name']}"
+    main = p["kubelet_main_config"]
+    merge = p["kubelet_config_mode"] == "merge" or bool(
+        version and _version_tuple(version) < _version_tuple(p["kubelet_dropin_min"])
+    )
+    check = "kubelet configuration"
+    if dropin_exists and installed and "--config-dir" not in (env_text or ""):
+        return _row(
+            check,
+            "warn",
+            f"drop-in {dropin} is there, but {p['kubelet_env_file']} passes no --config-dir:"
+            " the kubelet does not read it",
+            "Run site.yml --tags kubelet",
+        )
+    if dropin_exists:
+        return _row(check, "ok", f"drop-in {dropin}" + (f" (kubelet {version})" if version else " (no kubelet yet)"))
+    if merge and main_exists:
+        return _row(check, "ok", f"merged into {main} (kubelet {version or '?'} reads no drop-ins)")
+    if installed:
+        return _row(
+            check,
+            "fail",
+            f"no drop-in at {dropin} on a node with kubelet {version or '(version unknown)'}",
+            "Run site.yml --tags kubelet",
+        )
+    return _row(check, "skipped", "no kubelet installed and no drop-in")
+
+
+def check_kubelet(p: dict, node: dict, io: Node) -> list:
+    dropin = io.lstat(f"{p['kubelet_config_dir']}/{p['kubelet_dropin_name']}") is not None
+    main = io.lstat(p["kubelet_main_config"]) is not None
+    env_text = io.read(p["kubelet_env_file"]) if dropin else None
+    return [kubelet_row(p, node, dropin, main, env_text)]
+
+
+# ---- the module --------------------------------------------------------------------------------------------
+
+
+def run_checks(p: dict, io: Node) -> dict:
+    """The rows of the families in p["families"], in the doctor's order, and whether the toolkit is installed."""
+    node = p["node"] or {}
+    families = set(p["families"])
+    rows = []
+    toolkit_installed = None
+    if "driver" in families:
+        rows += check_driver(p, node, io)
+    if "toolkit" in families:
+        toolkit_rows, toolkit_installed = check_toolkit(p, node, io)
+        rows += toolkit_rows
+    if "fuse" in families:
+        rows += check_fuse(p, node, io)
+    if "security" in families:
+        rows += check_security(p, node, io)
+    if "kubelet" in families:
+        rows += check_kubelet(p, node, io)
+    return {"checks": rows, "toolkit_installed": toolkit_installed}
+
+
+ARGUMENT_SPEC = dict(
+    families=dict(type="list", elements="str", choices=list(FAMILIES), required=True),
+    node=dict(type="dict", required=True),
+    driver_version=dict(type="str", default=""),
+    driver_branch=dict(type="str", default=""),
+    peermem=dict(type="bool", default=False),
+    peermem_file=dict(type="path", default="/etc/modules-load.d/nvidia-peermem.conf"),
+    kernels_root=dict(type="path", default="/"),
+    toolkit_version=dict(type="str", default=""),
+    toolkit_package=dict(type="str", default="nvidia-container-toolkit"),
+    package_version_argv=dict(type="list", elements="str", default=[]),
+    fuse_device=dict(type="path", default="/dev/fuse"),
+    apparmor_os=dict(type="bool", default=True),
+    apparmor_profile=dict(type="str", default="fuse"),
+    apparmor_dir=dict(type="path", default="/etc/apparmor.d"),
+    apparmor_profiles_file=dict(type="path", default="/sys/kernel/security/apparmor/profiles"),
+    seccomp_root=dict(type="path", default="/var/lib/kubelet/seccomp"),
+    seccomp_profile=dict(type="str", default="fuse"),
+    kubelet_config_dir=dict(type="path", default="/etc/kubernetes/kubelet.conf.d"),
+    kubelet_dropin_name=dict(type="str", default="50-gpu-node.conf"),
+    kubelet_main_config=dict(type="path", default="/var/lib/kubelet/config.yaml"),
+    kubelet_env_file=dict(type="path", default="/etc/default/kubelet"),
+    kubelet_config_mode=dict(type="str", default="auto"),
+    kubelet_dropin_min=dict(type="str", default="1.28"),
+    command_timeout=dict(type="int", default=60),
+)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = dict(module.params)
+    for key in ("driver_version", "driver_branch", "toolkit_version"):
+        params[key] = params[key] or ""
+    module.exit_json(changed=False, **run_checks(params, Node(timeout=module.params["command_timeout"])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,637 @@
+"""Unit tests of library/gpu_validate_checks.py, the doctor's checks as one node-side module.
+
+Each check is a function of its inputs (parameters, node facts, command results, files); the
+tables below give each one a passing case and the failing cases, with the row it must return
+(the same rows the role's YAML returned before). A fake node (FakeNode) answers the commands
+and file reads of the family functions; one test runs the real subprocess runner.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+
+import pytest
+from conftest import load_module
+
+checks = load_module("gpu_validate_checks")
+
+PARAMS = {key: spec.get("default") for key, spec in checks.ARGUMENT_SPEC.items()}
+
+GPU_NODE = {
+    "has_gpu": True,
+    "gpu_count": 2,
+    "nouveau_loaded": False,
+    "driver": {"loaded": True, "version": "580.95.05", "modules": ["nvidia", "nvidia_uvm", "nvidia_peermem"]},
+    "nvidia_smi": "/usr/bin/nvidia-smi",
+    "kubelet": {"installed": True, "running": True, "version": "1.31.2"},
+    "apparmor_enabled": True,
+    "apparmor": {"kernel_enabled": True, "securityfs": True},
+}
+NO_GPU = {**GPU_NODE, "has_gpu": False, "gpu_count": 0, "driver": {"loaded": False, "version": "", "modules": []}}
+MISSING = (2, "", "[Errno 2] No such file or directory: 'x'")
+
+
+def params(**overrides) -> dict:
+    return {**PARAMS, **overrides}
+
+
+def node(**overrides) -> dict:
+    return {**GPU_NODE, **overrides}
+
+
+def row(check, status, detail, fix=""):
+    return {"check": check, "status": status, "detail": detail, "fix": fix}
+
+
+class FakeNode:
+    """Commands answer from a table (a missing one as a missing binary), files from a dict; records what ran."""
+
+    def __init__(self, commands=None, files=None, devices=()):
+        self.commands = {tuple(k): v for k, v in (commands or {}).items()}
+        self.files = dict(files or {})
+        self.devices = set(devices)
+        self.ran = []
+
+    def run(self, argv):
+        self.ran.append(list(argv))
+        return self.commands.get(tuple(argv), MISSING)
+
+    def which(self, name, opt_dirs):
+        return None
+
+    def lstat(self, path):
+        if path in self.devices:
+            return os.stat_result((stat.S_IFCHR | 0o666, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        if path in self.files:
+            return os.stat_result((stat.S_IFREG | 0o644, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        return None
+
+    def read(self, path):
+        return self.files.get(path)
+
+
+# ---- driver ------------------------------------------------------------------------------------------------
+
+DRIVER_FIX_PIN = "Reboot to load the installed driver, or run playbooks/upgrade_driver.yml with the pin"
+
+
+@pytest.mark.parametrize(
+    ("p", "facts", "expected"),
+    [
+        ({}, GPU_NODE, row("NVIDIA driver", "ok", "580.95.05 loaded")),
+        (
+            {"driver_version": "580.95"},
+            GPU_NODE,
+            row("NVIDIA driver", "ok", "580.95.05 loaded (pin: version 580.95)"),
+        ),
+        ({"driver_branch": "580"}, GPU_NODE, row("NVIDIA driver", "ok", "580.95.05 loaded (pin: branch 580)")),
+        (
+            {"driver_version": "580.65.06"},
+            GPU_NODE,
+            row("NVIDIA driver", "fail", "580.95.05 loaded, but the pin is version 580.65.06", DRIVER_FIX_PIN),
+        ),
+        (
+            {"driver_version": "580.9"},  # a prefix pin matches whole components only
+            GPU_NODE,
+            row("NVIDIA driver", "fail", "580.95.05 loaded, but the pin is version 580.9", DRIVER_FIX_PIN),
+        ),
+        (
+            {"driver_branch": "570"},
+            GPU_NODE,
+            row("NVIDIA driver", "fail", "580.95.05 loaded, but the pin is branch 570", DRIVER_FIX_PIN),
+        ),
+        (
+            {"driver_version": "580.95.05", "driver_branch": "570"},
+            GPU_NODE,
+            row("NVIDIA driver", "fail", "580.95.05 loaded, but the pin is version 580.95.05", DRIVER_FIX_PIN),
+        ),
+        (
+            {},
+            node(driver={"loaded": False}, nouveau_loaded=True),
+            row(
+                "NVIDIA driver",
+                "fail",
+                "not loaded on a node with 2 GPU(s); nouveau is loaded",
+                "Run site.yml --tags driver; when the driver is installed, reboot the node to load it",
+            ),
+        ),
+        ({}, NO_GPU, row("NVIDIA driver", "skipped", "no GPU (no NVIDIA GPU on PCI)")),
+    ],
+)
+def test_driver_row(p, facts, expected):
+    assert checks.driver_row(params(**p), facts) == expected
+
+
+SMI_OK = (0, "NVIDIA A100-SXM4-80GB, 580.95.05\nNVIDIA A100-SXM4-80GB, 580.95.05", "")
+
+
+@pytest.mark.parametrize(
+    ("facts", "smi", "expected"),
+    [
+        (GPU_NODE, SMI_OK, row("nvidia-smi", "ok", "2 GPU(s): NVIDIA A100-SXM4-80GB")),
+        (
+            GPU_NODE,
+            (0, "NVIDIA A100-SXM4-80GB, 580.95.05", ""),
+            row(
+                "nvidia-smi",
+                "warn",
+                "sees 1 of the 2 GPUs on PCI",
+                "Look for fallen-off GPUs (dmesg | grep -i xid) and reset or reboot",
+            ),
+        ),
+        (
+            GPU_NODE,
+            (18, "", "Failed to initialize NVML: Driver/library version mismatch"),
+            row(
+                "nvidia-smi",
+                "fail",
+                "exit code 18: Failed to initialize NVML: Driver/library version mismatch",
+                "Read the nvidia-smi message; a driver/library version mismatch needs a reboot",
+            ),
+        ),
+        (
+            GPU_NODE,
+            None,
+            row(
+                "nvidia-smi",
+                "fail",
+                "not installed",
+                "Run site.yml --tags driver (nvidia-smi comes with the driver packages)",
+            ),
+        ),
+        (NO_GPU, None, row("nvidia-smi", "skipped", "no GPU")),
+    ],
+)
+def test_smi_row(facts, smi, expected):
+    assert checks.smi_row(facts, smi) == expected
+
+
+def test_a_long_nvidia_smi_message_is_cut_at_a_word_as_jinja_truncate_did():
+    words = " ".join(["mismatch"] * 40)  # 359 characters
+    detail = checks.smi_row(GPU_NODE, (1, words, ""))["detail"]
+    assert detail == "exit code 1: " + " ".join(["mismatch"] * 17) + "..."
+    assert checks._truncate("x" * 165) == "x" * 165  # within Jinja's leeway of 5
+
+
+def _kernel(release, next_boot, module="/lib/modules/r/updates/dkms/nvidia.ko.zst", version=None):
+    return {"release": release, "next_boot": next_boot, "module": module, "module_version": version}
+
+
+REBOOT = "driver after next reboot"
+
+
+@pytest.mark.parametrize(
+    ("p", "kernels", "expected"),
+    [
+        (
+            {},
+            {"kernels": [_kernel("6.8.0-149-generic", True)], "next_boot_rule": "newest /boot/vmlinuz-*"},
+            row(REBOOT, "ok", "kernel 6.8.0-149-generic boots next with NVIDIA module nvidia.ko.zst"),
+        ),
+        (  # an older kernel with its module too
+            {},
+            {"kernels": [_kernel("6.8.0-151-generic", True), _kernel("6.8.0-149-generic", False)]},
+            row(REBOOT, "ok", "kernel 6.8.0-151-generic boots next with NVIDIA module nvidia.ko.zst"),
+        ),
+        (
+            {"driver_version": "580.95"},
+            {"kernels": [_kernel("6.8.0-149-generic", True, version="580.95.05")]},
+            row(REBOOT, "ok", "kernel 6.8.0-149-generic boots next with NVIDIA module 580.95.05"),
+        ),
+        (
+            {},
+            {
+                "kernels": [_kernel("6.8.0-151-generic", True, module=None), _kernel("6.8.0-149-generic", False)],
+                "next_boot_rule": "newest /boot/vmlinuz-*",
+            },
+            row(
+                REBOOT,
+                "fail",
+                "kernel 6.8.0-151-generic boots next (newest /boot/vmlinuz-*) and has no NVIDIA module",
+                "Run site.yml --tags driver: it builds or installs the module for every installed kernel,"
+                " or names the missing headers; do not reboot before",
+            ),
+        ),
+        (
+            {"driver_version": "580.95.05"},
+            {"kernels": [_kernel("6.8.0-149-generic", True, version="570.172.08")]},
+            row(
+                REBOOT,
+                "fail",
+                "kernel 6.8.0-149-generic boots next with NVIDIA module 570.172.08, but the pin is version 580.95.05",
+                "Run playbooks/upgrade_driver.yml with the pin, or rebuild the module (dkms autoinstall)",
+            ),
+        ),
+        (
+            {},
+            {"kernels": [_kernel("6.8.0-151-generic", True), _kernel("6.8.0-149-generic", False, module=None)]},
+            row(
+                REBOOT,
+                "warn",
+                "kernel 6.8.0-151-generic boots next with the NVIDIA module; no module for 6.8.0-149-generic",
+                "Run site.yml --tags driver, or remove the kernels without a module",
+            ),
+        ),
+        (
+            {},
+            {"kernels": [], "next_boot": None},
+            row(REBOOT, "skipped", "no kernel image in /boot (a container boots its host kernel)"),
+        ),
+    ],
+)
+def test_reboot_row(p, kernels, expected):
+    assert checks.reboot_row(params(**p), GPU_NODE, kernels) == expected
+
+
+def test_reboot_row_without_gpu_is_skipped():
+    assert checks.reboot_row(params(), NO_GPU, None) == row(REBOOT, "skipped", "no GPU")
+
+
+PEERMEM_FILE = "/etc/modules-load.d/nvidia-peermem.conf"
+
+
+@pytest.mark.parametrize(
+    ("p", "facts", "boot_file", "expected"),
+    [
+        (
+            {"peermem": True},
+            GPU_NODE,
+            True,
+            row("nvidia-peermem", "ok", f"loaded, and loaded at boot ({PEERMEM_FILE})"),
+        ),
+        (
+            {"peermem": True},
+            GPU_NODE,
+            False,
+            row(
+                "nvidia-peermem",
+                "fail",
+                f"{PEERMEM_FILE} is missing: not loaded at boot",
+                "Run site.yml --tags driver with nvidia_driver_peermem: true",
+            ),
+        ),
+        (
+            {"peermem": True},
+            node(driver={"loaded": True, "version": "580.95.05", "modules": ["nvidia"]}),
+            True,
+            row(
+                "nvidia-peermem",
+                "fail",
+                "not loaded next to the NVIDIA driver",
+                "modprobe nvidia-peermem; it needs the InfiniBand core (ib_core) loaded",
+            ),
+        ),
+        (
+            {"peermem": True},
+            node(driver={"loaded": False}),
+            True,
+            row(
+                "nvidia-peermem",
+                "warn",
+                f"loads at boot ({PEERMEM_FILE}); the NVIDIA driver is not loaded",
+                "Reboot to load the driver (and nvidia-peermem with it)",
+            ),
+        ),
+        ({"peermem": True}, NO_GPU, False, row("nvidia-peermem", "skipped", "no GPU")),
+        ({}, GPU_NODE, False, row("nvidia-peermem", "skipped", "not asked for (gpu_validate_peermem is false)")),
+    ],
+)
+def test_peermem_row(p, facts, boot_file, expected):
+    assert checks.peermem_row(params(**p), facts, boot_file) == expected
+
+
+def test_the_driver_family_asks_nvidia_smi_and_reads_the_kernels_of_the_tree(tmp_path):
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "vmlinuz-6.8.0-151-generic").write_bytes(b"MZ")
+    fake = FakeNode(
+        commands={("/usr/bin/nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"): SMI_OK}
+    )
+    rows = checks.check_driver(params(kernels_root=str(tmp_path)), GPU_NODE, fake)
+    assert [r["check"] for r in rows] == ["NVIDIA driver", "nvidia-smi", REBOOT, "nvidia-peermem"]
+    assert rows[1]["status"] == "ok"
+    assert rows[2]["detail"] == "kernel 6.8.0-151-generic boots next (newest /boot/vmlinuz-*) and has no NVIDIA module"
+    # without a GPU nothing runs
+    fake = FakeNode()
+    assert {r["status"] for r in checks.check_driver(params(), NO_GPU, fake)} == {"skipped"}
+    assert fake.ran == []
+
+
+# ---- toolkit -----------------------------------------------------------------------------------------------
+
+CTK = (0, "NVIDIA Container Toolkit CLI version 1.17.8\ncommit: fake", "")
+PKG = (0, "1.17.8-1", "")
+NOT_INSTALLED = (1, "", "dpkg-query: no packages found matching nvidia-container-toolkit")
+
+
+@pytest.mark.parametrize(
+    ("p", "facts", "ctk", "pkg", "expected", "installed"),
+    [
+        (
+            {"toolkit_version": "1.17.8-1"},
+            GPU_NODE,
+            CTK,
+            PKG,
+            row("container toolkit", "ok", "nvidia-container-toolkit 1.17.8-1 (pin 1.17.8-1)"),
+            True,
+        ),
+        ({}, GPU_NODE, CTK, None, row("container toolkit", "ok", "nvidia-container-toolkit 1.17.8"), True),
+        (  # no package manager data: the CLI version matches the pin's version part
+            {"toolkit_version": "1.17.8-1"},
+            GPU_NODE,
+            (0, "NVIDIA Container Toolkit CLI version v1.17.8", ""),
+            NOT_INSTALLED,
+            row("container toolkit", "ok", "nvidia-container-toolkit 1.17.8 (pin 1.17.8-1)"),
+            True,
+        ),
+        (
+            {"toolkit_version": "1.18.0-1"},
+            GPU_NODE,
+            CTK,
+            PKG,
+            row(
+                "container toolkit",
+                "fail",
+                "1.17.8-1 installed, but the pin is 1.18.0-1",
+                "Run site.yml --tags toolkit to install the pinned version",
+            ),
+            True,
+        ),
+        (
+            {},
+            GPU_NODE,
+            MISSING,
+            NOT_INSTALLED,
+            row(
+                "container toolkit",
+                "fail",
+                "nvidia-ctk not found and nvidia-container-toolkit not installed",
+                "Run site.yml --tags toolkit",
+            ),
+            False,
+        ),
+        (
+            {},
+            NO_GPU,
+            MISSING,
+            NOT_INSTALLED,
+            row("container toolkit", "skipped", "no GPU (and no toolkit installed)"),
+            False,
+        ),
+        (
+            {},
+            NO_GPU,
+            (0, "", ""),
+            None,
+            row("container toolkit", "skipped", "no GPU (and no toolkit installed)"),
+            False,
+        ),
+    ],
+)
+def test_toolkit_row(p, facts, ctk, pkg, expected, installed):
+    assert checks.toolkit_row(params(**p), facts, ctk, pkg) == (expected, installed)
+
+
+def test_the_toolkit_family_asks_nvidia_ctk_and_the_package_manager():
+    argv = ["dpkg-query", "--show", "--showformat=${Version}"]
+    fake = FakeNode(commands={("nvidia-ctk", "--version"): CTK, (*argv, "nvidia-container-toolkit"): PKG})
+    rows, installed = checks.check_toolkit(params(package_version_argv=argv), GPU_NODE, fake)
+    assert rows == [row("container toolkit", "ok", "nvidia-container-toolkit 1.17.8-1")] and installed
+    assert fake.ran == [["nvidia-ctk", "--version"], [*argv, "nvidia-container-toolkit"]]
+
+
+# ---- fuse --------------------------------------------------------------------------------------------------
+
+FUSE_FIX = "Run site.yml --tags fuse (loads the fuse module)"
+
+
+@pytest.mark.parametrize(
+    ("fake", "expected"),
+    [
+        (FakeNode(devices=["/dev/fuse"]), row("/dev/fuse", "ok", "character device, mode 0666")),
+        (FakeNode(files={"/dev/fuse": ""}), row("/dev/fuse", "fail", "exists but is not a character device", FUSE_FIX)),
+        (
+            FakeNode(),
+            row(
+                "/dev/fuse",
+                "fail",
+                "missing: FUSE pods (device plugin resource github.com/fuse) cannot mount",
+                FUSE_FIX,
+            ),
+        ),
+    ],
+)
+def test_fuse(fake, expected):
+    assert checks.check_fuse(params(), GPU_NODE, fake) == [expected]
+
+
+# ---- security ----------------------------------------------------------------------------------------------
+
+PROFILES = "/sys/kernel/security/apparmor/profiles"
+SECCOMP = "/var/lib/kubelet/seccomp/profiles/fuse.json"
+SECCOMP_OK = row("seccomp profile fuse", "ok", f"{SECCOMP} (localhostProfile: profiles/fuse.json)")
+AA = "AppArmor profile fuse"
+
+
+@pytest.mark.parametrize(
+    ("p", "facts", "files", "expected"),
+    [
+        (
+            {},
+            GPU_NODE,
+            {"/etc/apparmor.d/fuse": "", PROFILES: "docker-default (enforce)\nfuse (complain)\n"},
+            row(AA, "ok", "installed and loaded (complain)"),
+        ),
+        (
+            {},
+            GPU_NODE,
+            {"/etc/apparmor.d/fuse": "", PROFILES: "docker-default (enforce)\nfuse-other (enforce)\n"},
+            row(
+                AA,
+                "fail",
+                "installed in /etc/apparmor.d but not loaded",
+                "apparmor_parser -r /etc/apparmor.d/fuse (or run site.yml --tags apparmor)",
+            ),
+        ),
+        (
+            {},
+            GPU_NODE,
+            {PROFILES: "fuse (enforce)\n"},
+            row(AA, "fail", "/etc/apparmor.d/fuse is missing", "Run site.yml --tags apparmor"),
+        ),
+        (
+            {},
+            node(apparmor_enabled=False, apparmor={"kernel_enabled": False}),
+            {"/etc/apparmor.d/fuse": ""},
+            row(
+                AA,
+                "warn",
+                "installed, not loaded: the kernel has AppArmor disabled; pods that reference it do not start here",
+                "Boot with AppArmor enabled (apparmor=1 security=apparmor), or do not schedule"
+                " AppArmor-confined FUSE pods here",
+            ),
+        ),
+        (
+            {},
+            node(apparmor_enabled=False, apparmor={"kernel_enabled": True}),
+            {"/etc/apparmor.d/fuse": ""},
+            row(
+                AA,
+                "warn",
+                "installed, not loaded: the kernel has AppArmor enabled but no securityfs;"
+                " pods that reference it do not start here",
+                "Boot with AppArmor enabled (apparmor=1 security=apparmor), or do not schedule"
+                " AppArmor-confined FUSE pods here",
+            ),
+        ),
+        (
+            {"apparmor_os": False},
+            GPU_NODE,
+            {},
+            row(AA, "skipped", "this OS has no AppArmor (SELinux confines containers)"),
+        ),
+    ],
+)
+def test_apparmor(p, facts, files, expected):
+    rows = checks.check_security(params(**p), facts, FakeNode(files={**files, SECCOMP: "{}"}))
+    assert rows == [expected, SECCOMP_OK]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"defaultAction": "SCMP_ACT_ERRNO"}', SECCOMP_OK),
+        (None, row("seccomp profile fuse", "fail", f"{SECCOMP} is missing", "Run site.yml --tags seccomp")),
+        (
+            "[]",
+            row(
+                "seccomp profile fuse",
+                "fail",
+                f"{SECCOMP} is a JSON list, not an object",
+                "Run site.yml --tags seccomp",
+            ),
+        ),
+        (
+            "",
+            row(
+                "seccomp profile fuse",
+                "fail",
+                f"{SECCOMP} is not valid JSON (Expecting value: line 1 column 1 (char 0))",
+                "Run site.yml --tags seccomp",
+            ),
+        ),
+    ],
+)
+def test_seccomp(text, expected):
+    assert checks.seccomp_row(params(), text) == expected
+
+
+# ---- kubelet -----------------------------------------------------------------------------------------------
+
+DROPIN = "/etc/kubernetes/kubelet.conf.d/50-gpu-node.conf"
+MAIN = "/var/lib/kubelet/config.yaml"
+ENV = "/etc/default/kubelet"
+WITH_CONFIG_DIR = 'KUBELET_EXTRA_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d"\n'
+KC = "kubelet configuration"
+
+
+@pytest.mark.parametrize(
+    ("p", "kubelet", "files", "expected"),
+    [
+        (
+            {},
+            {"installed": True, "version": "1.31.2"},
+            {DROPIN: "", ENV: WITH_CONFIG_DIR},
+            row(KC, "ok", f"drop-in {DROPIN} (kubelet 1.31.2)"),
+        ),
+        ({}, {"installed": False}, {DROPIN: ""}, row(KC, "ok", f"drop-in {DROPIN} (no kubelet yet)")),
+        (
+            {},
+            {"installed": True, "version": "1.27.6"},
+            {MAIN: ""},
+            row(KC, "ok", f"merged into {MAIN} (kubelet 1.27.6 reads no drop-ins)"),
+        ),
+        (
+            {"kubelet_config_mode": "merge"},
+            {"installed": True, "version": ""},
+            {MAIN: ""},
+            row(KC, "ok", f"merged into {MAIN} (kubelet ? reads no drop-ins)"),
+        ),
+        (
+            {},
+            {"installed": True, "version": "1.31.2"},
+            {DROPIN: "", ENV: 'KUBELET_EXTRA_ARGS=""\n'},
+            row(
+                KC,
+                "warn",
+                f"drop-in {DROPIN} is there, but {ENV} passes no --config-dir: the kubelet does not read it",
+                "Run site.yml --tags kubelet",
+            ),
+        ),
+        (
+            {},
+            {"installed": True, "version": "1.31.2"},
+            {MAIN: ""},
+            row(KC, "fail", f"no drop-in at {DROPIN} on a node with kubelet 1.31.2", "Run site.yml --tags kubelet"),
+        ),
+        (
+            {},
+            {"installed": True},
+            {},
+            row(
+                KC,
+                "fail",
+                f"no drop-in at {DROPIN} on a node with kubelet (version unknown)",
+                "Run site.yml --tags kubelet",
+            ),
+        ),
+        ({}, {"installed": False}, {}, row(KC, "skipped", "no kubelet installed and no drop-in")),
+    ],
+)
+def test_kubelet(p, kubelet, files, expected):
+    assert checks.check_kubelet(params(**p), node(kubelet=kubelet), FakeNode(files=files)) == [expected]
+
+
+# ---- the module --------------------------------------------------------------------------------------------
+
+
+def test_rows_come_in_the_doctors_order_whatever_the_order_asked():
+    fake = FakeNode(devices=["/dev/fuse"], files={DROPIN: "", ENV: WITH_CONFIG_DIR, SECCOMP: "{}"})
+    result = checks.run_checks(params(families=["kubelet", "fuse", "security", "toolkit", "driver"], node=NO_GPU), fake)
+    assert [r["check"] for r in result["checks"]] == [
+        "NVIDIA driver",
+        "nvidia-smi",
+        REBOOT,
+        "nvidia-peermem",
+        "container toolkit",
+        "/dev/fuse",
+        AA,
+        "seccomp profile fuse",
+        KC,
+    ]
+    assert result["toolkit_installed"] is False
+    assert checks.run_checks(params(families=["fuse"], node=GPU_NODE), fake)["toolkit_installed"] is None
+
+
+def test_the_real_runner_turns_a_missing_command_and_a_timeout_into_a_result():
+    io = checks.Node(timeout=1)
+    rc, _out, err = io.run(["/nonexistent/nvidia-smi"])
+    assert rc == 2 and "No such file" in err
+    rc, _out, err = io.run([sys.executable, "-c", "import time; time.sleep(5)"])
+    assert rc == 124 and "did not answer in 1 s" in err
+    assert io.run([sys.executable, "-c", "print('a'); import sys; sys.exit(3)"]) == (3, "a", "")
+
+
+def test_the_module_returns_the_rows_in_check_mode_too(module_runner, tmp_path):
+    (tmp_path / "fuse.json").write_text("{}")
+    args = {
+        "families": ["fuse", "security"],
+        "node": GPU_NODE,
+        "fuse_device": "/dev/null",
+        "apparmor_os": False,
+        "seccomp_root": str(tmp_path / "root"),
+    }
+    result = module_runner(checks, args, check_mode=True)
+    assert not result.failed and result.result["changed"] is False
+    assert [r["status"] for r in result.result["checks"]] == ["ok", "skipped", "fail"]
