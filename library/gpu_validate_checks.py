@@ -11,14 +11,15 @@ module: gpu_validate_checks
 short_description: Run the GPU node doctor's checks on the node and return one row per check
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
-    C({check, status, detail, fix}) in the doctor's order (driver, toolkit, fuse, security, kubelet), whatever
-    the order of O(families). The role gpu_validate prints them as a table, writes the report files and fails
-    the node on a failed check; this module never fails on a check.
+    C({check, status, detail, fix}) in the doctor's order (driver, toolkit, crio, fuse, security, confinement,
+    kubelet), whatever the order of O(families). The role gpu_validate prints them as a table, writes the
+    report files and fails the node on a failed check; this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
     NVIDIA module (the kernel the boot loader starts next), the toolkit package and C(nvidia-ctk --version),
-    C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the seccomp profile under the
-    kubelet's seccomp root, the kubelet drop-in, the kubelet's main configuration and the environment file that
-    passes C(--config-dir)."
+    CRI-O's effective configuration (C(crio config)), C(/dev/fuse), the AppArmor profile file and the kernel's
+    list of loaded profiles, the seccomp profile under the kubelet's seccomp root, how FUSE pods can be confined
+    (user namespaces, AppArmor + seccomp, seccomp only), the kubelet drop-in, the kubelet's main configuration
+    and the environment file that passes C(--config-dir)."
   - A command that fails or is missing becomes a row with status V(fail) or V(warn) and its message in the
     detail; commands run from argument lists, without a shell, with a time limit.
   - Reads only, never reports a change, and runs the same in check mode.
@@ -30,7 +31,7 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, fuse, security, kubelet]
+    choices: [driver, toolkit, crio, fuse, security, confinement, kubelet]
     required: true
   node:
     description:
@@ -73,6 +74,20 @@ options:
     type: list
     elements: str
     default: []
+  runtime_name:
+    description: The runtime name that the container runtimes must have registered.
+    type: str
+    default: nvidia
+  nvidia_default_allowed:
+    description: Whether nvidia as a runtime's default was asked for; then that row warns instead of failing.
+    type: bool
+    default: false
+  toolkit_installed:
+    description:
+      - Whether the toolkit is installed, as an earlier run of the V(toolkit) family returned it; used when
+        O(families) has no V(toolkit). With the toolkit (or a GPU) a runtime without the nvidia runtime fails.
+    type: bool
+    default: false
   fuse_device:
     description: The FUSE device node.
     type: path
@@ -164,9 +179,14 @@ toolkit_installed:
   returned: always
   type: bool
   sample: true
+fuse_confinement:
+  description: How FUSE pods are confined (V(user_namespaces), V(apparmor), V(seccomp_only), V(not_possible)); null
+    when O(families) has no V(confinement).
+  returned: always
+  type: str
+  sample: seccomp_only
 """
 
-import json
 import os
 import re
 import shutil
@@ -174,9 +194,10 @@ import stat
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpu_validate_logic import feature_gates, json_problem, runtime_config, userns_missing
 from ansible.module_utils.nvidia_kernels import inspect_live
 
-FAMILIES = ("driver", "toolkit", "fuse", "security", "kubelet")
+FAMILIES = ("driver", "toolkit", "crio", "fuse", "security", "confinement", "kubelet")
 
 
 def _bool(value) -> bool:
@@ -431,6 +452,65 @@ def check_toolkit(p: dict, node: dict, io: Node) -> tuple:
     return [row], installed
 
 
+# ---- crio -------------------------------------------------------------------------------------------------
+
+
+def crio_rows(p: dict, node: dict, dump, toolkit_installed: bool) -> list:
+    """dump: (rc, out, err) of `crio config` (CRI-O's effective configuration, crio.conf with its drop-ins).
+    CRI-O has no client that starts a container outside a pod (crictl needs a pod sandbox), so its checks
+    stop at the configuration."""
+    name = p["runtime_name"]
+    rc, out, err = dump
+    config = runtime_config(out)
+    if rc != 0:
+        registered = _row(
+            "crio: nvidia runtime",
+            "fail",
+            "crio config failed: " + _truncate(err.strip()),
+            "Fix the CRI-O configuration (crio config names the problem)",
+        )
+        return [registered, _row("crio: default runtime", "skipped", "crio config failed")]
+    if name in config["runtimes"]:
+        registered = _row("crio: nvidia runtime", "ok", f"crio.runtime.runtimes.{name} in the effective configuration")
+    elif _bool(node.get("has_gpu")) or toolkit_installed:
+        registered = _row(
+            "crio: nvidia runtime",
+            "fail",
+            f"no crio.runtime.runtimes.{name} (runtimes: {', '.join(config['runtimes'])})",
+            "Run site.yml --tags runtime",
+        )
+    else:
+        registered = _row("crio: nvidia runtime", "skipped", "no GPU (and no toolkit installed)")
+    return [registered, default_runtime_row(p, "crio", config["default"], "default_runtime")]
+
+
+def default_runtime_row(p: dict, runtime: str, default, key: str) -> dict:
+    """The "<runtime>: default runtime" row: nvidia as the default is a fail, or a warn when it was asked for."""
+    name = p["runtime_name"]
+    check = f"{runtime}: default runtime"
+    if default != name:
+        return _row(check, "ok", f"{default or 'runc'} ({name} is not the default)")
+    detail = (
+        f"{key} is {name}: every pod whose image sets NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs,"
+        " also pods that request none"
+    )
+    if p["nvidia_default_allowed"]:
+        return _row(
+            check,
+            "warn",
+            detail,
+            "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
+        )
+    return _row(
+        check, "fail", detail, "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime"
+    )
+
+
+def check_crio(p: dict, node: dict, io: Node, toolkit_installed: bool) -> list:
+    binary = ((node.get("runtimes") or {}).get("crio") or {}).get("binary") or "crio"
+    return crio_rows(p, node, io.run([binary, "config"]), toolkit_installed)
+
+
 # ---- fuse --------------------------------------------------------------------------------------------------
 
 
@@ -486,17 +566,6 @@ def apparmor_row(p: dict, node: dict, file_exists: bool, loaded_text) -> dict:
     )
 
 
-def json_problem(text: str) -> str:
-    """'' when the text is a JSON object (what a seccomp profile is), else why it is not."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        return f"not valid JSON ({exc})"
-    if not isinstance(value, dict):
-        return f"a JSON {type(value).__name__}, not an object"
-    return ""
-
-
 def seccomp_row(p: dict, text) -> dict:
     """text: the profile's text, None when it cannot be read."""
     name = p["seccomp_profile"]
@@ -517,6 +586,70 @@ def check_security(p: dict, node: dict, io: Node) -> list:
         loaded = io.read(p["apparmor_profiles_file"])
     seccomp = io.read(f"{p['seccomp_root']}/profiles/{p['seccomp_profile']}.json")
     return [apparmor_row(p, node, file_exists, loaded), seccomp_row(p, seccomp)]
+
+
+# ---- confinement ------------------------------------------------------------------------------------------
+# How FUSE pods are confined on this node, in the order of preference:
+#   user namespaces     pods with hostUsers: false get CAP_SYS_ADMIN in their own user namespace only;
+#   AppArmor + seccomp  SYS_ADMIN pods under the FUSE AppArmor profile (FUSE mounts only, no umount
+#                       in /proc, /sys, /dev) and the FUSE seccomp profile;
+#   seccomp only        the kernel has no AppArmor: seccomp cannot see a mount's type or path, so a
+#                       SYS_ADMIN pod can unmount /proc/sys and write host-wide kernel settings;
+#   not possible        no /dev/fuse, or neither of the above can be set up.
+
+
+def confinement_row(p: dict, node: dict, gates: dict, apparmor_text, seccomp_exists: bool) -> tuple:
+    """gates: the kubelet's featureGates as its files set them; apparmor_text: the kernel's loaded profiles
+    (None when unread). (row, state)."""
+    missing_list = userns_missing(node, gates)
+    missing = "; ".join(missing_list)
+    profile, seccomp = p["apparmor_profile"], p["seccomp_profile"]
+    pattern = re.compile(re.escape(profile) + " [(]enforce[)]")
+    apparmor_loaded = any(pattern.match(line) for line in (apparmor_text or "").splitlines())
+    seccomp_ok = seccomp_exists and _bool((node.get("kernel") or {}).get("seccomp", True))
+    fuse = _bool((node.get("fuse") or {}).get("device"))
+    check = "FUSE confinement"
+    if fuse and not missing_list:
+        detail = (
+            "user namespaces: pods with hostUsers: false mount FUSE with CAP_SYS_ADMIN in their own user namespace only"
+        )
+        return _row(check, "ok", detail), "user_namespaces"
+    if fuse and apparmor_loaded and seccomp_ok:
+        detail = (
+            f"AppArmor + seccomp: SYS_ADMIN pods under AppArmor profile {profile} and seccomp profile {seccomp}.json;"
+            f" user namespaces not possible: {missing}"
+        )
+        return _row(check, "ok", detail), "apparmor"
+    fix = (
+        "Meet what user namespaces need (above) and run FUSE pods with hostUsers: false (security_profiles"
+        " README), or boot a kernel with AppArmor; until then schedule no SYS_ADMIN FUSE pods here"
+    )
+    if fuse and seccomp_ok:
+        why = (
+            "the kernel has no AppArmor"
+            if not _bool(node.get("apparmor_enabled"))
+            else f"AppArmor profile {profile} is not loaded"
+        )
+        detail = (
+            f"seccomp only: not confined ({why}; seccomp cannot see mount types or paths, so a SYS_ADMIN pod can"
+            f" unmount /proc/sys and write host-wide kernel settings); user namespaces not possible: {missing}"
+        )
+        return _row(check, "warn", detail, fix), "seccomp_only"
+    if not fuse:
+        return _row(check, "fail", "not possible: /dev/fuse is missing", "Run site.yml --tags fuse"), "not_possible"
+    detail = f"not possible: no seccomp profile {seccomp}.json and user namespaces need {missing}"
+    return _row(check, "fail", detail, fix), "not_possible"
+
+
+def check_confinement(p: dict, node: dict, io: Node) -> tuple:
+    gates: dict = {}
+    # The kubelet's featureGates as its files set them; later files win (the drop-in over the main file).
+    for path in (p["kubelet_main_config"], f"{p['kubelet_config_dir']}/{p['kubelet_dropin_name']}"):
+        gates.update(feature_gates(io.read(path)))
+    apparmor = io.read(p["apparmor_profiles_file"]) if _bool(node.get("apparmor_enabled")) else None
+    seccomp = io.lstat(f"{p['seccomp_root']}/profiles/{p['seccomp_profile']}.json") is not None
+    row, state = confinement_row(p, node, gates, apparmor, seccomp)
+    return [row], state
 
 
 # ---- kubelet -----------------------------------------------------------------------------------------------
@@ -571,18 +704,25 @@ def run_checks(p: dict, io: Node) -> dict:
     families = set(p["families"])
     rows = []
     toolkit_installed = None
+    confinement = None
     if "driver" in families:
         rows += check_driver(p, node, io)
     if "toolkit" in families:
         toolkit_rows, toolkit_installed = check_toolkit(p, node, io)
         rows += toolkit_rows
+    if "crio" in families:
+        known = toolkit_installed if toolkit_installed is not None else bool(p["toolkit_installed"])
+        rows += check_crio(p, node, io, known)
     if "fuse" in families:
         rows += check_fuse(p, node, io)
     if "security" in families:
         rows += check_security(p, node, io)
+    if "confinement" in families:
+        confinement_rows, confinement = check_confinement(p, node, io)
+        rows += confinement_rows
     if "kubelet" in families:
         rows += check_kubelet(p, node, io)
-    return {"checks": rows, "toolkit_installed": toolkit_installed}
+    return {"checks": rows, "toolkit_installed": toolkit_installed, "fuse_confinement": confinement}
 
 
 ARGUMENT_SPEC = dict(
@@ -596,6 +736,9 @@ ARGUMENT_SPEC = dict(
     toolkit_version=dict(type="str", default=""),
     toolkit_package=dict(type="str", default="nvidia-container-toolkit"),
     package_version_argv=dict(type="list", elements="str", default=[]),
+    runtime_name=dict(type="str", default="nvidia"),
+    nvidia_default_allowed=dict(type="bool", default=False),
+    toolkit_installed=dict(type="bool", default=False),
     fuse_device=dict(type="path", default="/dev/fuse"),
     apparmor_os=dict(type="bool", default=True),
     apparmor_profile=dict(type="str", default="fuse"),

@@ -593,12 +593,268 @@ def test_kubelet(p, kubelet, files, expected):
     assert checks.check_kubelet(params(**p), node(kubelet=kubelet), FakeNode(files=files)) == [expected]
 
 
+# ---- crio -------------------------------------------------------------------------------------------------
+
+CRIO_DUMP = (
+    '[crio.runtime]\ndefault_runtime = "{default}"\n[crio.runtime.runtimes.runc]\nruntime_path = ""\n'
+    '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
+)
+CRIO_NO_NVIDIA = '[crio.runtime]\ndefault_runtime = "crun"\n[crio.runtime.runtimes.crun]\nruntime_path = ""\n'
+DEFAULT_DETAIL = (
+    "default_runtime is nvidia: every pod whose image sets NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs,"
+    " also pods that request none"
+)
+
+
+@pytest.mark.parametrize(
+    ("p", "facts", "dump", "toolkit", "expected"),
+    [
+        (
+            {},
+            GPU_NODE,
+            (0, CRIO_DUMP.format(default="runc"), 'time="now" level=info msg="Starting CRI-O"'),
+            True,
+            [
+                row("crio: nvidia runtime", "ok", "crio.runtime.runtimes.nvidia in the effective configuration"),
+                row("crio: default runtime", "ok", "runc (nvidia is not the default)"),
+            ],
+        ),
+        (
+            {},
+            GPU_NODE,
+            (0, CRIO_DUMP.format(default="nvidia"), ""),
+            True,
+            [
+                row("crio: nvidia runtime", "ok", "crio.runtime.runtimes.nvidia in the effective configuration"),
+                row(
+                    "crio: default runtime",
+                    "fail",
+                    DEFAULT_DETAIL,
+                    "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime",
+                ),
+            ],
+        ),
+        (
+            {"nvidia_default_allowed": True},
+            GPU_NODE,
+            (0, CRIO_DUMP.format(default="nvidia"), ""),
+            True,
+            [
+                row("crio: nvidia runtime", "ok", "crio.runtime.runtimes.nvidia in the effective configuration"),
+                row(
+                    "crio: default runtime",
+                    "warn",
+                    DEFAULT_DETAIL,
+                    "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
+                ),
+            ],
+        ),
+        (
+            {},
+            NO_GPU,
+            (0, CRIO_NO_NVIDIA, ""),
+            True,  # the toolkit is installed: the runtime must be registered even without a GPU
+            [
+                row(
+                    "crio: nvidia runtime",
+                    "fail",
+                    "no crio.runtime.runtimes.nvidia (runtimes: crun)",
+                    "Run site.yml --tags runtime",
+                ),
+                row("crio: default runtime", "ok", "crun (nvidia is not the default)"),
+            ],
+        ),
+        (
+            {},
+            NO_GPU,
+            (0, CRIO_NO_NVIDIA, ""),
+            False,
+            [
+                row("crio: nvidia runtime", "skipped", "no GPU (and no toolkit installed)"),
+                row("crio: default runtime", "ok", "crun (nvidia is not the default)"),
+            ],
+        ),
+        (
+            {},
+            GPU_NODE,
+            (1, "", 'level=fatal msg="validating runtime config: invalid runtime_path"\n'),
+            True,
+            [
+                row(
+                    "crio: nvidia runtime",
+                    "fail",
+                    'crio config failed: level=fatal msg="validating runtime config: invalid runtime_path"',
+                    "Fix the CRI-O configuration (crio config names the problem)",
+                ),
+                row("crio: default runtime", "skipped", "crio config failed"),
+            ],
+        ),
+    ],
+)
+def test_crio(p, facts, dump, toolkit, expected):
+    assert checks.crio_rows(params(**p), facts, dump, toolkit) == expected
+
+
+def test_the_crio_family_asks_the_crio_binary_of_the_facts_and_knows_the_toolkit_of_the_same_run():
+    facts = node(runtimes={"crio": {"installed": True, "binary": "/usr/local/bin/crio"}}, has_gpu=False)
+    fake = FakeNode(
+        commands={("/usr/local/bin/crio", "config"): (0, CRIO_NO_NVIDIA, ""), ("nvidia-ctk", "--version"): CTK}
+    )
+    result = checks.run_checks(params(families=["crio", "toolkit"], node=facts), fake)
+    assert [r["status"] for r in result["checks"]] == ["ok", "fail", "ok"]  # toolkit, then crio's two rows
+    assert fake.ran[-1] == ["/usr/local/bin/crio", "config"]
+
+
+# ---- confinement -------------------------------------------------------------------------------------------
+
+
+def _tool(version):
+    return {"installed": version is not None, "version": version, "running": version is not None}
+
+
+def _conf_node(kernel="6.1.0", containerd="1.6.20", runc="1.1.5", kubelet=None, apparmor=False, fuse=True):
+    return {
+        "kernel": {"release": f"{kernel}-28-amd64", "version": kernel, "max_user_namespaces": 63413, "seccomp": True},
+        "runtimes": {"docker": _tool("20.10.24"), "containerd": _tool(containerd), "crio": _tool(None)},
+        "oci_runtimes": {"runc": _tool(runc), "crun": _tool(None)},
+        "kubelet": _tool(kubelet),
+        "apparmor_enabled": apparmor,
+        "fuse": {"device": fuse},
+    }
+
+
+OLD_STACK_NEEDS = (
+    "Linux >= 6.3 (has 6.1.0-28-amd64); containerd >= 2.0 or CRI-O >= 1.25 (has containerd 1.6.20);"
+    " runc >= 1.2 or crun >= 1.9 (has runc 1.1.5); a kubelet >= 1.30 (none installed)"
+)
+NO_CONFINEMENT_FIX = (
+    "Meet what user namespaces need (above) and run FUSE pods with hostUsers: false (security_profiles"
+    " README), or boot a kernel with AppArmor; until then schedule no SYS_ADMIN FUSE pods here"
+)
+NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
+
+
+@pytest.mark.parametrize(
+    ("facts", "gates", "apparmor", "seccomp", "expected", "state"),
+    [
+        (
+            _conf_node(**NEW_STACK, kubelet="1.33.1"),
+            {},
+            None,
+            True,
+            row(
+                "FUSE confinement",
+                "ok",
+                "user namespaces: pods with hostUsers: false mount FUSE with CAP_SYS_ADMIN in their own user"
+                " namespace only",
+            ),
+            "user_namespaces",
+        ),
+        (
+            _conf_node(**NEW_STACK, kubelet="1.31.2"),
+            {"UserNamespacesSupport": True},
+            None,
+            True,
+            row(
+                "FUSE confinement",
+                "ok",
+                "user namespaces: pods with hostUsers: false mount FUSE with CAP_SYS_ADMIN in their own user"
+                " namespace only",
+            ),
+            "user_namespaces",
+        ),
+        (
+            _conf_node(apparmor=True),
+            {},
+            "docker-default (enforce)\nfuse (enforce)\n",
+            True,
+            row(
+                "FUSE confinement",
+                "ok",
+                "AppArmor + seccomp: SYS_ADMIN pods under AppArmor profile fuse and seccomp profile fuse.json;"
+                f" user namespaces not possible: {OLD_STACK_NEEDS}",
+            ),
+            "apparmor",
+        ),
+        (
+            _conf_node(apparmor=True),
+            {},
+            "fuse (complain)\n",  # loaded, but not enforcing
+            True,
+            row(
+                "FUSE confinement",
+                "warn",
+                "seccomp only: not confined (AppArmor profile fuse is not loaded; seccomp cannot see mount types or"
+                " paths, so a SYS_ADMIN pod can unmount /proc/sys and write host-wide kernel settings); user"
+                f" namespaces not possible: {OLD_STACK_NEEDS}",
+                NO_CONFINEMENT_FIX,
+            ),
+            "seccomp_only",
+        ),
+        (
+            _conf_node(),
+            {},
+            None,
+            True,
+            row(
+                "FUSE confinement",
+                "warn",
+                "seccomp only: not confined (the kernel has no AppArmor; seccomp cannot see mount types or"
+                " paths, so a SYS_ADMIN pod can unmount /proc/sys and write host-wide kernel settings); user"
+                f" namespaces not possible: {OLD_STACK_NEEDS}",
+                NO_CONFINEMENT_FIX,
+            ),
+            "seccomp_only",
+        ),
+        (
+            _conf_node(),
+            {},
+            None,
+            False,
+            row(
+                "FUSE confinement",
+                "fail",
+                f"not possible: no seccomp profile fuse.json and user namespaces need {OLD_STACK_NEEDS}",
+                NO_CONFINEMENT_FIX,
+            ),
+            "not_possible",
+        ),
+        (
+            _conf_node(fuse=False),
+            {},
+            None,
+            True,
+            row("FUSE confinement", "fail", "not possible: /dev/fuse is missing", "Run site.yml --tags fuse"),
+            "not_possible",
+        ),
+    ],
+)
+def test_confinement(facts, gates, apparmor, seccomp, expected, state):
+    assert checks.confinement_row(params(), facts, gates, apparmor, seccomp) == (expected, state)
+
+
+def test_the_confinement_family_reads_the_gate_from_the_drop_in_over_the_main_file():
+    facts = _conf_node(**NEW_STACK, kubelet="1.31.2")
+    files = {
+        MAIN: "kind: KubeletConfiguration\nfeatureGates:\n  UserNamespacesSupport: false\n",
+        DROPIN: "featureGates:\n  UserNamespacesSupport: true  # on for FUSE pods\n",
+        SECCOMP: "{}",
+    }
+    rows, state = checks.check_confinement(params(), facts, FakeNode(files=files))
+    assert state == "user_namespaces", rows
+    files[DROPIN] = "featureGates: {}\n"
+    rows, state = checks.check_confinement(params(), facts, FakeNode(files=files))
+    assert state == "seccomp_only", rows
+    assert "UserNamespacesSupport: true (off by default in kubelet 1.31.2)" in rows[0]["detail"]
+
+
 # ---- the module --------------------------------------------------------------------------------------------
 
 
 def test_rows_come_in_the_doctors_order_whatever_the_order_asked():
     fake = FakeNode(devices=["/dev/fuse"], files={DROPIN: "", ENV: WITH_CONFIG_DIR, SECCOMP: "{}"})
-    result = checks.run_checks(params(families=["kubelet", "fuse", "security", "toolkit", "driver"], node=NO_GPU), fake)
+    families = ["kubelet", "confinement", "fuse", "security", "toolkit", "driver"]
+    result = checks.run_checks(params(families=families, node=NO_GPU), fake)
     assert [r["check"] for r in result["checks"]] == [
         "NVIDIA driver",
         "nvidia-smi",
@@ -608,6 +864,7 @@ def test_rows_come_in_the_doctors_order_whatever_the_order_asked():
         "/dev/fuse",
         AA,
         "seccomp profile fuse",
+        "FUSE confinement",
         KC,
     ]
     assert result["toolkit_installed"] is False

@@ -1,7 +1,8 @@
 """The doctor's "FUSE confinement" row, run for real by ansible-playbook against this machine.
 
-The role's confinement.yml runs through include_role (tasks_from) with the node facts of five kinds of
-node given, and every file it reads under pytest's tmp_path: nothing on the machine is inspected. It
+The role's checks.yml (family confinement of the gpu_validate_checks module) runs through include_role
+(tasks_from) with the node facts of five kinds of node given, and every file it reads under pytest's
+tmp_path: nothing on the machine is inspected. It
 must say, per node, how FUSE pods are confined and, where user namespaces cannot be used, which
 requirement is missing:
 - a node of today's Debian 12 kind without AppArmor: "seccomp only: not confined";
@@ -59,8 +60,9 @@ PLAY = """
     - name: Run the confinement check
       ansible.builtin.include_role:
         name: gpu_validate
-        tasks_from: confinement.yml
+        tasks_from: checks.yml
       vars:
+        __gpu_validate_families: [confinement]
         __gpu_validate_apparmor_profiles_file: "{tmp}/apparmor-profiles"
         gpu_validate_seccomp_root: "{tmp}/seccomp"
         gpu_validate_kubelet_config_dir: "{tmp}/kubelet-{name}"

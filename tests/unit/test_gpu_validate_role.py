@@ -5,7 +5,7 @@ containerd, crio, nvidia-ctk, dpkg-query, nvidia-smi) is a small fake script put
 every file they look at lives under pytest's tmp_path, and the node facts that the role's
 preflight would gather (ansible_facts.gpu_node) are given. So the test drives the role's own
 check files (checks.yml, which runs the families of the node-side module gpu_validate_checks,
-then docker.yml ... report.yml, through include_role tasks_from) with their states and their
+docker.yml, containerd.yml and report.yml, through include_role tasks_from) with their states and their
 report writing, on three kinds of node:
 
 - a GPU node where everything is right (all ok, report files written once, then unchanged);
@@ -146,9 +146,8 @@ PLAYBOOK = """
         - [checks.yml, [driver, toolkit]]
         - [docker.yml, []]
         - [containerd.yml, []]
-        - [crio.yml, []]
-        - [checks.yml, [fuse, security]]
-        - [checks.yml, [kubelet]]
+        - [checks.yml, [crio]]
+        - [checks.yml, [fuse, security, kubelet]]
         - [report.yml, []]
       loop_control:
         loop_var: step
