@@ -11,15 +11,18 @@ module: gpu_validate_checks
 short_description: Run the GPU node doctor's checks on the node and return one row per check
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
-    C({check, status, detail, fix}) in the doctor's order (driver, toolkit, crio, fuse, security, confinement,
-    kubelet), whatever the order of O(families). The role gpu_validate prints them as a table, writes the
-    report files and fails the node on a failed check; this module never fails on a check.
+    C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
+    their order, isolation, fuse, security, confinement, kubelet), whatever the order of O(families). The role
+    gpu_validate prints them as a table, writes the report files and fails the node on a failed check; this
+    module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
     NVIDIA module (the kernel the boot loader starts next), the toolkit package and C(nvidia-ctk --version),
-    CRI-O's effective configuration (C(crio config)), C(/dev/fuse), the AppArmor profile file and the kernel's
-    list of loaded profiles, the seccomp profile under the kubelet's seccomp root, how FUSE pods can be confined
-    (user namespaces, AppArmor + seccomp, seccomp only), the kubelet drop-in, the kubelet's main configuration
-    and the environment file that passes C(--config-dir)."
+    docker's runtimes (C(docker info)) and test containers through the nvidia runtime and docker's default
+    runtime (with and without CAP_SYS_ADMIN; only with O(test_image)), CRI-O's effective configuration
+    (C(crio config)), C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the
+    seccomp profile under the kubelet's seccomp root, how FUSE pods can be confined (user namespaces,
+    AppArmor + seccomp, seccomp only), the kubelet drop-in, the kubelet's main configuration and the
+    environment file that passes C(--config-dir)."
   - A command that fails or is missing becomes a row with status V(fail) or V(warn) and its message in the
     detail; commands run from argument lists, without a shell, with a time limit.
   - Reads only, never reports a change, and runs the same in check mode.
@@ -31,7 +34,7 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, crio, fuse, security, confinement, kubelet]
+    choices: [driver, toolkit, docker, crio, isolation, fuse, security, confinement, kubelet]
     required: true
   node:
     description:
@@ -74,6 +77,28 @@ options:
     type: list
     elements: str
     default: []
+  runtimes:
+    description:
+      - The container runtimes to check, in the order of their rows (the families V(docker) and V(crio) run for
+        the runtimes named here); V(isolation) checks docker's default runtime when docker is named.
+    type: list
+    elements: str
+    default: []
+  test_image:
+    description:
+      - An image already present in docker on the node (never pulled) with sh, ls and wc; empty skips the
+        container runs ("no test image").
+    type: str
+    default: ""
+  docker_run_options:
+    description: Extra C(docker run) options for the test containers.
+    type: list
+    elements: str
+    default: [--network, none]
+  container_timeout:
+    description: Seconds a test container may take (C(timeout <seconds> docker run ...)) before its row fails.
+    type: int
+    default: 120
   runtime_name:
     description: The runtime name that the container runtimes must have registered.
     type: str
@@ -187,6 +212,7 @@ fuse_confinement:
   sample: seccomp_only
 """
 
+import json
 import os
 import re
 import shutil
@@ -197,7 +223,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpu_validate_logic import feature_gates, json_problem, runtime_config, userns_missing
 from ansible.module_utils.nvidia_kernels import inspect_live
 
-FAMILIES = ("driver", "toolkit", "crio", "fuse", "security", "confinement", "kubelet")
+FAMILIES = ("driver", "toolkit", "docker", "crio", "isolation", "fuse", "security", "confinement", "kubelet")
 
 
 def _bool(value) -> bool:
@@ -230,17 +256,18 @@ class Node:
     def __init__(self, timeout: int = 60):
         self.timeout = timeout
 
-    def run(self, argv: list) -> tuple:
+    def run(self, argv: list, timeout: int | None = None) -> tuple:
         """(rc, stdout, stderr) of a command; a missing command or a timeout is an rc and a message."""
         env = dict(os.environ, LC_ALL="C", LANG="C")
+        timeout = timeout or self.timeout
         try:
             proc = subprocess.run(
-                [str(a) for a in argv], capture_output=True, text=True, errors="replace", timeout=self.timeout, env=env
+                [str(a) for a in argv], capture_output=True, text=True, errors="replace", timeout=timeout, env=env
             )
         except FileNotFoundError as exc:
             return 2, "", str(exc)
         except subprocess.TimeoutExpired:
-            return 124, "", f"{argv[0]} did not answer in {self.timeout} s"
+            return 124, "", f"{argv[0]} did not answer in {timeout} s"
         except OSError as exc:
             return 126, "", str(exc)
         return proc.returncode, proc.stdout.rstrip("\n"), proc.stderr.rstrip("\n")
@@ -450,6 +477,228 @@ def check_toolkit(p: dict, node: dict, io: Node) -> tuple:
     pkg = io.run([*p["package_version_argv"], p["toolkit_package"]]) if p["package_version_argv"] else None
     row, installed = toolkit_row(p, node, ctk, pkg)
     return [row], installed
+
+
+# ---- docker -----------------------------------------------------------------------------------------------
+
+# docker info as one JSON document: its runtimes and its default runtime (a Go template).
+DOCKER_INFO_FORMAT = '{"runtimes": {{json .Runtimes}}, "default": {{json .DefaultRuntime}}}'
+# What a test container runs to count the NVIDIA device nodes it can see.
+COUNT_DEVICES = "ls /dev/nvidia* 2>/dev/null | wc -l"
+NO_SH = "Read the error; the test image needs sh, ls and wc"
+
+
+def _container_run(p: dict, io: Node, argv: list) -> tuple:
+    """A test container under `timeout <gpu_validate_container_timeout>` (rc 124 when it hangs)."""
+    timeout = int(p["container_timeout"])
+    return io.run(["timeout", str(timeout), *argv], timeout=timeout + 15)
+
+
+def _count(result) -> str | None:
+    """The device count a test container printed; None when it did not run or printed something else."""
+    if result is None or result[0] != 0:
+        return None
+    count = result[1].strip()
+    return count if re.fullmatch(r"[0-9]+", count) else None
+
+
+def docker_info(info) -> dict:
+    """What `docker info` said: {ok, error, runtimes, default}."""
+    rc, out, err = info
+    data = None
+    if rc == 0 and out.startswith("{"):
+        try:
+            data = json.loads(out)
+        except ValueError as exc:
+            err = f"docker info printed no JSON ({exc})"
+    if not isinstance(data, dict):
+        return {"ok": False, "error": _truncate(err.strip()), "runtimes": {}, "default": ""}
+    return {"ok": True, "error": "", "runtimes": data.get("runtimes") or {}, "default": data.get("default") or ""}
+
+
+def docker_rows(p: dict, node: dict, docker: dict, image: bool, run, isolation: dict, toolkit_installed: bool) -> list:
+    """docker: docker_info(); image: the test image is in docker; run: (rc, out, err) of the container through the
+    nvidia runtime or None; isolation: {"nvidia"/"default": (rc, out, err) or None} of the counting containers."""
+    name, test_image = p["runtime_name"], p["test_image"]
+    has_gpu = _bool(node.get("has_gpu"))
+    registered = docker["ok"] and name in docker["runtimes"]
+    check = "docker: nvidia runtime"
+    if not docker["ok"]:
+        rows = [
+            _row(
+                check,
+                "fail",
+                f"docker info failed: {docker['error']}",
+                "Check docker: systemctl status docker; journalctl -u docker",
+            ),
+            _row("docker: default runtime", "skipped", "docker info failed"),
+        ]
+    else:
+        if registered:
+            entry = docker["runtimes"][name]
+            path = entry.get("path") if isinstance(entry, dict) and entry.get("path") else "?"
+            rows = [_row(check, "ok", f"{name} -> {path}")]
+        elif has_gpu or toolkit_installed:
+            runtimes = ", ".join(sorted(docker["runtimes"]))
+            rows = [
+                _row(
+                    check,
+                    "fail",
+                    f"no {name} runtime in docker info (runtimes: {runtimes})",
+                    "Run site.yml --tags runtime",
+                )
+            ]
+        else:
+            rows = [_row(check, "skipped", "no GPU (and no toolkit installed)")]
+        if docker["default"] != name:
+            rows.append(_row("docker: default runtime", "ok", f"{docker['default']} ({name} is not the default)"))
+        else:
+            detail = (
+                f"{name} is the default runtime: every container that sets NVIDIA_VISIBLE_DEVICES (all CUDA images"
+                " do) can get GPUs, also pods that request none"
+            )
+            if p["nvidia_default_allowed"]:
+                fix = (
+                    "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI and keep"
+                    " NVIDIA_VISIBLE_DEVICES hardening on"
+                )
+                rows.append(_row("docker: default runtime", "warn", detail, fix))
+            else:
+                fix = "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime"
+                rows.append(_row("docker: default runtime", "fail", detail, fix))
+    missing_image = (
+        f"image {test_image} is not in docker (never pulled)",
+        f"Load or pull {test_image} on the node, or name an image it has",
+    )
+    check = "docker: container via nvidia"
+    if not test_image:
+        rows.append(_row(check, "skipped", "no test image (gpu_validate_test_image)"))
+    elif not registered:
+        rows.append(_row(check, "skipped", f"the {name} runtime is not registered"))
+    elif not image:
+        rows.append(_row(check, "warn", *missing_image))
+    elif run[0] == 0:
+        rows.append(_row(check, "ok", f"docker run --runtime {name} {test_image} true"))
+    elif run[0] == 124:
+        timeout = p["container_timeout"]
+        rows.append(
+            _row(
+                check, "fail", f"no answer within {timeout} s", "Look for a hanging runtime hook: journalctl -u docker"
+            )
+        )
+    else:
+        rows.append(
+            _row(
+                check,
+                "fail",
+                f"exit code {run[0]}: " + _truncate(run[2].strip(), 200),
+                "Read the error; check /etc/nvidia-container-runtime/config.toml and docker run options"
+                " (gpu_validate_docker_run_options)",
+            )
+        )
+    for item in ("nvidia", "default"):
+        check = f"docker: GPU isolation ({name if item == 'nvidia' else 'default'})"
+        result = isolation.get(item)
+        count = _count(result)
+        if not has_gpu:
+            rows.append(_row(check, "skipped", "no GPU"))
+        elif not test_image:
+            rows.append(_row(check, "skipped", "no test image (gpu_validate_test_image)"))
+        elif item == "nvidia" and not registered:
+            rows.append(_row(check, "skipped", f"the {name} runtime is not registered"))
+        elif not image:
+            rows.append(
+                _row(check, "warn", missing_image[0], f"Load or pull {test_image} on the node (it needs sh, ls and wc)")
+            )
+        elif count is None:
+            rc, _out, err = result if result is not None else ("", "", "")
+            detail = f"the container did not run: exit code {rc} " + _truncate(err.strip(), 200)
+            rows.append(_row(check, "fail", detail, NO_SH))
+        elif int(count) == 0:
+            rows.append(_row(check, "ok", "NVIDIA_VISIBLE_DEVICES=all, no GPU requested: no /dev/nvidia* device"))
+        else:
+            fix = (
+                "Set nvidia_container_toolkit_accept_envvar_when_unprivileged: false, run site.yml --tags toolkit"
+                if item == "nvidia"
+                else "Make runc the default (nvidia_container_toolkit_set_as_default: false),"
+                " run site.yml --tags runtime"
+            )
+            detail = f"NVIDIA_VISIBLE_DEVICES=all, no GPU requested: {count} /dev/nvidia* devices visible"
+            rows.append(_row(check, "fail", detail, fix))
+    return rows
+
+
+def _docker_not_running(node: dict) -> list:
+    installed = _bool(((node.get("runtimes") or {}).get("docker") or {}).get("installed"))
+    state = "installed but not running" if installed else "not installed"
+    return [
+        _row(
+            "docker: nvidia runtime",
+            "warn",
+            f"docker is {state}: nothing checked",
+            "Start docker (systemctl start docker), or leave docker out of gpu_validate_runtimes",
+        )
+    ]
+
+
+def _docker_running(node: dict) -> bool:
+    return _bool(((node.get("runtimes") or {}).get("docker") or {}).get("running"))
+
+
+def check_docker(p: dict, node: dict, io: Node, toolkit_installed: bool) -> list:
+    if not _docker_running(node):
+        return _docker_not_running(node)
+    name, test_image, options = p["runtime_name"], p["test_image"], list(p["docker_run_options"])
+    docker = docker_info(io.run(["docker", "info", "--format", DOCKER_INFO_FORMAT]))
+    registered = docker["ok"] and name in docker["runtimes"]
+    image = bool(test_image) and io.run(["docker", "image", "inspect", test_image])[0] == 0
+    run = None
+    if image and registered:
+        run = _container_run(p, io, ["docker", "run", "--rm", "--runtime", name, *options, test_image, "true"])
+    isolation = {}
+    for item in ("nvidia", "default"):
+        if _bool(node.get("has_gpu")) and image and (item == "default" or registered):
+            runtime = ["--runtime", name] if item == "nvidia" else []
+            argv = ["docker", "run", "--rm", *runtime, "--env", "NVIDIA_VISIBLE_DEVICES=all", *options]
+            isolation[item] = _container_run(p, io, [*argv, test_image, "sh", "-c", COUNT_DEVICES])
+    return docker_rows(p, node, docker, image, run, isolation, toolkit_installed)
+
+
+# NVIDIA's runtime treats a container with CAP_SYS_ADMIN in its bounding set as privileged and then
+# honours NVIDIA_VISIBLE_DEVICES whatever its config says: FUSE pods (SYS_ADMIN) are exactly those.
+# Through the runtime that pods without a RuntimeClass get, such a container must still see no GPU.
+def docker_sys_admin_row(p: dict, node: dict, result) -> dict:
+    """result: (rc, out, err) of the CAP_SYS_ADMIN container through docker's default runtime, or None."""
+    check = "docker: GPU isolation (default, CAP_SYS_ADMIN)"
+    like = "a FUSE-like container (CAP_SYS_ADMIN, NVIDIA_VISIBLE_DEVICES=all, no GPU requested)"
+    if not _bool(node.get("has_gpu")):
+        return _row(check, "skipped", "no GPU")
+    if not p["test_image"]:
+        return _row(check, "skipped", "no test image (gpu_validate_test_image)")
+    count = _count(result)
+    if count is None:
+        rc, _out, err = result if result is not None else ("", "", "")
+        return _row(check, "fail", f"the container did not run: exit code {rc} " + _truncate(err.strip(), 200), NO_SH)
+    if int(count) == 0:
+        return _row(check, "ok", f"{like}: no /dev/nvidia* device")
+    return _row(
+        check,
+        "fail",
+        f"{like} sees {count} /dev/nvidia* devices: the default runtime hands out GPUs",
+        "Make runc the default (nvidia_container_toolkit_set_as_default: false), run site.yml --tags runtime;"
+        " FUSE pods must not use RuntimeClass nvidia unless they request GPUs",
+    )
+
+
+def check_docker_isolation(p: dict, node: dict, io: Node) -> list:
+    if "docker" not in p["runtimes"] or not _docker_running(node):
+        return []
+    result = None
+    if _bool(node.get("has_gpu")) and p["test_image"]:
+        argv = ["docker", "run", "--rm", "--cap-add", "SYS_ADMIN", "--env", "NVIDIA_VISIBLE_DEVICES=all"]
+        argv += [*p["docker_run_options"], p["test_image"], "sh", "-c", COUNT_DEVICES]
+        result = _container_run(p, io, argv)
+    return [docker_sys_admin_row(p, node, result)]
 
 
 # ---- crio -------------------------------------------------------------------------------------------------
@@ -710,9 +959,15 @@ def run_checks(p: dict, io: Node) -> dict:
     if "toolkit" in families:
         toolkit_rows, toolkit_installed = check_toolkit(p, node, io)
         rows += toolkit_rows
-    if "crio" in families:
-        known = toolkit_installed if toolkit_installed is not None else bool(p["toolkit_installed"])
-        rows += check_crio(p, node, io, known)
+    known = toolkit_installed if toolkit_installed is not None else bool(p["toolkit_installed"])
+    # The runtimes in the order asked (gpu_validate_runtimes, else as the facts list them).
+    for runtime in p["runtimes"]:
+        if runtime == "docker" and "docker" in families:
+            rows += check_docker(p, node, io, known)
+        elif runtime == "crio" and "crio" in families:
+            rows += check_crio(p, node, io, known)
+    if "isolation" in families:
+        rows += check_docker_isolation(p, node, io)
     if "fuse" in families:
         rows += check_fuse(p, node, io)
     if "security" in families:
@@ -736,7 +991,11 @@ ARGUMENT_SPEC = dict(
     toolkit_version=dict(type="str", default=""),
     toolkit_package=dict(type="str", default="nvidia-container-toolkit"),
     package_version_argv=dict(type="list", elements="str", default=[]),
+    runtimes=dict(type="list", elements="str", default=[]),
     runtime_name=dict(type="str", default="nvidia"),
+    test_image=dict(type="str", default=""),
+    docker_run_options=dict(type="list", elements="str", default=["--network", "none"]),
+    container_timeout=dict(type="int", default=120),
     nvidia_default_allowed=dict(type="bool", default=False),
     toolkit_installed=dict(type="bool", default=False),
     fuse_device=dict(type="path", default="/dev/fuse"),

@@ -158,12 +158,13 @@ ISOLATION_PLAY = """
         __gpu_validate_checks: []
         __gpu_validate_has_gpu: true
         __gpu_validate_runtimes: [docker]
-        __gpu_validate_node: {{runtimes: {{docker: {{installed: true, running: true}}}}}}
+        __gpu_validate_node: {{has_gpu: true, runtimes: {{docker: {{installed: true, running: true}}}}}}
     - name: Run the isolation check
       ansible.builtin.include_role:
         name: gpu_validate
-        tasks_from: isolation.yml
+        tasks_from: checks.yml
       vars:
+        __gpu_validate_families: [isolation]
         gpu_validate_test_image: gpunode-test/busybox:latest
     - name: Write the result
       ansible.builtin.copy:
