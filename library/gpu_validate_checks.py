@@ -18,7 +18,10 @@ description:
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
     NVIDIA module (the kernel the boot loader starts next), the toolkit package and C(nvidia-ctk --version),
     docker's runtimes (C(docker info)) and test containers through the nvidia runtime and docker's default
-    runtime (with and without CAP_SYS_ADMIN; only with O(test_image)), CRI-O's effective configuration
+    runtime (with and without CAP_SYS_ADMIN; only with O(test_image)), containerd's effective configuration
+    (C(containerd config dump)), its CRI plugin (C(ctr plugins ls), C(crictl info)), whether it started after its
+    config files were written, and test containers through the nvidia binary and CRI's default runtime (only
+    with O(containerd_test_image)), CRI-O's effective configuration
     (C(crio config)), C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the
     seccomp profile under the kubelet's seccomp root, how FUSE pods can be confined (user namespaces,
     AppArmor + seccomp, seccomp only), the kubelet drop-in, the kubelet's main configuration and the
@@ -34,7 +37,7 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, crio, isolation, fuse, security, confinement, kubelet]
+    choices: [driver, toolkit, docker, containerd, crio, isolation, fuse, security, confinement, kubelet]
     required: true
   node:
     description:
@@ -99,6 +102,25 @@ options:
     description: Seconds a test container may take (C(timeout <seconds> docker run ...)) before its row fails.
     type: int
     default: 120
+  containerd_test_image:
+    description:
+      - Full reference of an image present in the ctr namespace O(containerd_namespace) (never pulled) with sh,
+        ls and wc; empty skips containerd's container runs.
+    type: str
+    default: ""
+  containerd_namespace:
+    description: ctr namespace of O(containerd_test_image).
+    type: str
+    default: default
+  containerd_run_options:
+    description: Extra C(ctr run) options for the test containers.
+    type: list
+    elements: str
+    default: []
+  runtime_binary:
+    description: The nvidia runtime binary; ctr runs containerd's test containers through it (C(--runc-binary)).
+    type: path
+    default: /usr/bin/nvidia-container-runtime
   runtime_name:
     description: The runtime name that the container runtimes must have registered.
     type: str
@@ -212,18 +234,33 @@ fuse_confinement:
   sample: seccomp_only
 """
 
+import glob
 import json
 import os
+import random
 import re
 import shutil
 import stat
+import string
 import subprocess
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpu_validate_logic import feature_gates, json_problem, runtime_config, userns_missing
 from ansible.module_utils.nvidia_kernels import inspect_live
 
-FAMILIES = ("driver", "toolkit", "docker", "crio", "isolation", "fuse", "security", "confinement", "kubelet")
+FAMILIES = (
+    "driver",
+    "toolkit",
+    "docker",
+    "containerd",
+    "crio",
+    "isolation",
+    "fuse",
+    "security",
+    "confinement",
+    "kubelet",
+)
 
 
 def _bool(value) -> bool:
@@ -281,6 +318,20 @@ class Node:
             return os.lstat(path)
         except OSError:
             return None
+
+    def mtime(self, path: str) -> float | None:
+        """Modification time of a file (symlinks followed, as date -r does), None when it is not there."""
+        try:
+            return os.stat(path).st_mtime
+        except OSError:
+            return None
+
+    def glob(self, pattern: str) -> list:
+        return sorted(glob.glob(pattern))
+
+    def boot_time(self) -> float:
+        """Seconds since the epoch at CLOCK_MONOTONIC zero, to place systemd's monotonic time stamps."""
+        return time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
 
     def read(self, path: str) -> str | None:
         """The text of a file, or None when it cannot be read."""
@@ -701,6 +752,353 @@ def check_docker_isolation(p: dict, node: dict, io: Node) -> list:
     return [docker_sys_admin_row(p, node, result)]
 
 
+# ---- containerd -------------------------------------------------------------------------------------------
+
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CONTAINERD_DROPINS = "/etc/containerd/conf.d/*.toml"
+CONTAINERD_SOCKET = "unix:///run/containerd/containerd.sock"
+RUNC_SHIM = "io.containerd.runc.v2"
+
+
+def cri_plugins(result) -> dict:
+    """What `ctr plugins ls` (stdout and stderr together) says of the CRI plugin: {cri, cri_detail}."""
+    rc, out, err = result
+    if rc != 0:
+        lines = f"{out}\n{err}".strip().splitlines()
+        return {"cri": "unreachable", "cri_detail": lines[-1] if lines else ""}
+    listed, bad = 0, []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and (fields[0].startswith("io.containerd.cri.") or fields[1] == "cri"):
+            listed += 1
+            if fields[-1] != "ok":
+                bad.append(f"{fields[0]}/{fields[1]}={fields[-1]}")
+    if not listed:
+        return {"cri": "error", "cri_detail": "no CRI plugin listed"}
+    return {"cri": "error", "cri_detail": " ".join(bad)} if bad else {"cri": "ok"}
+
+
+def crictl_facts(result, runtime_name: str) -> dict:
+    """`crictl info` of the running containerd (through the CRI itself): {crictl_ready, crictl_handler} as yes/no;
+    {} when crictl is missing, fails or prints no JSON."""
+    if result is None or result[0] != 0:
+        return {}
+    try:
+        info = json.loads(result[1])
+    except ValueError:
+        return {}
+    if not isinstance(info, dict):
+        return {}
+    conditions = (info.get("status") or {}).get("conditions") or []
+    ready = any(c.get("type") == "RuntimeReady" and c.get("status") for c in conditions if isinstance(c, dict))
+    runtimes = ((info.get("config") or {}).get("containerd") or {}).get("runtimes") or {}
+    return {"crictl_ready": "yes" if ready else "no", "crictl_handler": "yes" if runtime_name in runtimes else "no"}
+
+
+def containerd_state(p: dict, node: dict, io: Node) -> dict:
+    """What containerd reports: its configuration dump, the running daemon (CRI plugin, start time against the
+    config files' mtime, crictl) and whether the test image is there."""
+    facts = (node.get("runtimes") or {}).get("containerd") or {}
+    running = _bool(facts.get("running"))
+    rc, out, err = io.run([facts.get("binary") or "containerd", "config", "dump"])
+    config = runtime_config(out)
+    state = {
+        "ok": rc == 0,
+        "error": _truncate(err.strip()),
+        "runtimes": config["runtimes"],
+        "default": config["default"] or "",
+        "default_entry": config["default_entry"],
+        "registered": p["runtime_name"] in config["runtimes"],
+        "running": running,
+        "image": False,
+        "cri": {},
+        "id": "gpu-validate-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12)),
+    }
+    if not running:
+        return state
+    # The kubelet's view: the CRI plugin can fail to load while containerd runs and `ctr` works (then no pod
+    # can run), and a config written after the daemon started is not what it runs.
+    rc, out, err = io.run(["ctr", "plugins", "ls"])
+    cri = cri_plugins((rc, out, err))
+    # when systemd started containerd's main process, in µs of CLOCK_MONOTONIC (systemd < 251 has no
+    # --timestamp=unix), as seconds since the epoch
+    rc, out, err = io.run(["systemctl", "show", "containerd", "-p", "ExecMainStartTimestampMonotonic", "--value"])
+    value = out.strip() or "0"
+    if rc != 0 or not re.fullmatch(r"[0-9]+", value):
+        # The check itself failed: the CRI plugin row says so (with systemctl's message), and the start time
+        # of the running config is unknown.
+        state["cri"] = {"check_error": err.strip() or f"systemctl printed {value!r}, not microseconds"}
+    else:
+        cri["started"] = f"{io.boot_time() + int(value) / 1e6:.6f}"
+    newest, newest_file = 0.0, ""
+    for path in [CONTAINERD_CONFIG, *io.glob(CONTAINERD_DROPINS)]:
+        mtime = io.mtime(path)
+        if mtime is not None and mtime > newest:
+            newest, newest_file = mtime, path
+    cri["written"] = f"{newest:.9f}"
+    cri["written_file"] = newest_file
+    if io.which("crictl", []):
+        cri.update(crictl_facts(io.run(["crictl", "--runtime-endpoint", CONTAINERD_SOCKET, "info"]), p["runtime_name"]))
+    if "check_error" not in state["cri"]:
+        state["cri"] = cri
+    if p["containerd_test_image"]:
+        rc, out, _err = io.run(["ctr", "--namespace", p["containerd_namespace"], "images", "ls", "--quiet"])
+        state["image"] = p["containerd_test_image"] in out.splitlines()
+    return state
+
+
+def _ctr_run(p: dict, io: Node, containerd: dict, suffix: str, runtime: list, command: list, env=()) -> tuple:
+    argv = ["ctr", "--namespace", p["containerd_namespace"], "run", "--rm", *runtime, *env]
+    argv += [*p["containerd_run_options"], p["containerd_test_image"], f"{containerd['id']}-{suffix}", *command]
+    return _container_run(p, io, argv)
+
+
+def containerd_rows(p: dict, node: dict, c: dict, run, isolation, toolkit_installed: bool) -> list:
+    """c: containerd_state(); run / isolation: (rc, out, err) of the ctr containers through the nvidia binary
+    (plain, and counting devices with NVIDIA_VISIBLE_DEVICES=all), None when they did not run."""
+    name, image, ns = p["runtime_name"], p["containerd_test_image"], p["containerd_namespace"]
+    has_gpu = _bool(node.get("has_gpu"))
+    cri = c["cri"]
+    rows = []
+    check = "containerd: CRI plugin"
+    not_running = ("containerd is not running", "Start containerd (systemctl start containerd)")
+    if not c["running"]:
+        rows.append(_row(check, "warn", *not_running))
+    elif "check_error" in cri:
+        rows.append(_row(check, "fail", "the check failed: " + _truncate(cri["check_error"], 200)))
+    elif cri.get("crictl_ready", "yes") != "yes":
+        rows.append(_row(check, "fail", "crictl info: the runtime is not RuntimeReady"))
+    elif cri.get("cri") == "ok":
+        said = "crictl info: RuntimeReady" if "crictl_ready" in cri else "ctr plugins ls: cri ok"
+        rows.append(_row(check, "ok", f"{said} (the kubelet can run pods)"))
+    elif cri.get("cri") == "unreachable":
+        rows.append(_row(check, "fail", f"ctr cannot reach containerd: {cri.get('cri_detail', '')}"))
+    else:
+        rows.append(
+            _row(
+                check,
+                "fail",
+                "containerd runs but its CRI plugin did not load, so the kubelet can run no pod: "
+                + cri.get("cri_detail", ""),
+                "journalctl -u containerd | grep 'failed to load plugin' names the config problem"
+                " (e.g. default_runtime_name naming a runtime that is not configured); fix it and restart"
+                " containerd, or run site.yml --tags runtime",
+            )
+        )
+    check = "containerd: nvidia runtime"
+    if not c["ok"]:
+        registered_row = _row(
+            check,
+            "fail",
+            f"containerd config dump failed: {c['error']}",
+            "Fix /etc/containerd/config.toml (containerd config dump names the problem)",
+        )
+    elif c["registered"]:
+        registered_row = _row(check, "ok", f"runtimes.{name} in the effective configuration")
+    elif has_gpu or toolkit_installed:
+        registered_row = _row(
+            check,
+            "fail",
+            f"no runtimes.{name} in containerd config dump (runtimes: {', '.join(c['runtimes'])})",
+            "Run site.yml --tags runtime",
+        )
+    else:
+        registered_row = _row(check, "skipped", "no GPU (and no toolkit installed)")
+    rows.append(registered_row)
+    check = "containerd: running config"
+    restart = (
+        "Restart containerd (systemctl restart containerd), or rerun site.yml --tags runtime: it finishes"
+        " a restart an interrupted run left pending"
+    )
+    started = cri.get("started", "")
+    if not c["running"]:
+        rows.append(_row(check, "warn", "containerd is not running"))
+    elif cri.get("crictl_handler", "yes") != "yes":
+        rows.append(_row(check, "fail", f"crictl info: the running containerd has no {name} runtime handler", restart))
+    elif not re.fullmatch(r"[0-9]+[.][0-9]+", started):
+        rows.append(_row(check, "warn", "the start time of containerd is unknown"))
+    elif float(cri.get("written") or 0) >= float(started):
+        detail = f"{cri.get('written_file', '')} was written after containerd started: the running daemon does not"
+        rows.append(_row(check, "warn", detail + " run what the file says", restart))
+    else:
+        handler = f"crictl info lists the {name} handler; " if "crictl_handler" in cri else ""
+        rows.append(_row(check, "ok", f"{handler}containerd started after its config files were last written"))
+    if not c["ok"]:
+        rows.append(_row("containerd: default runtime", "skipped", "containerd config dump failed"))
+    else:
+        rows.append(
+            default_runtime_row(
+                p,
+                "containerd",
+                c["default"],
+                f"default_runtime_name is {name}: every pod whose image sets",
+                "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI and keep"
+                " NVIDIA_VISIBLE_DEVICES hardening on",
+            )
+        )
+    check = "containerd: container via nvidia"
+    if not image:
+        state = "no_image"
+        rows.append(_row(check, "skipped", "no test image (gpu_validate_containerd_test_image)"))
+    elif not c["running"]:
+        state = "not_running"
+        rows.append(_row(check, "warn", *not_running))
+    elif not c["registered"]:
+        state = "not_registered"
+        rows.append(_row(check, "skipped", f"the {name} runtime is not registered"))
+    elif not c["image"]:
+        state = "image_missing"
+        rows.append(
+            _row(
+                check,
+                "warn",
+                f"image {image} is not in ctr namespace {ns} (never pulled)",
+                f"ctr -n {ns} images pull (or import) {image}, or name an image the node has",
+            )
+        )
+    else:
+        state = "ran"
+        if run[0] == 0:
+            rows.append(_row(check, "ok", f"ctr run --runc-binary {p['runtime_binary']} {image} true"))
+        elif run[0] == 124:
+            timeout = p["container_timeout"]
+            rows.append(
+                _row(
+                    check,
+                    "fail",
+                    f"no answer within {timeout} s",
+                    "Look for a hanging runtime hook: journalctl -u containerd",
+                )
+            )
+        else:
+            rows.append(
+                _row(
+                    check,
+                    "fail",
+                    f"exit code {run[0]}: " + _truncate(run[2].strip(), 200),
+                    "Read the error; check /etc/nvidia-container-runtime/config.toml and"
+                    " gpu_validate_containerd_run_options",
+                )
+            )
+    check = f"containerd: GPU isolation ({name})"
+    count = _count(isolation)
+    if not has_gpu:
+        rows.append(_row(check, "skipped", "no GPU"))
+    elif state == "no_image":
+        rows.append(_row(check, "skipped", "no test image (gpu_validate_containerd_test_image)"))
+    elif state == "not_running":
+        rows.append(_row(check, "warn", *not_running))
+    elif state == "not_registered":
+        rows.append(_row(check, "skipped", f"the {name} runtime is not registered"))
+    elif state == "image_missing":
+        rows.append(
+            _row(
+                check,
+                "warn",
+                f"image {image} is not in ctr namespace {ns}",
+                "Pull or import the image into that namespace (it needs sh, ls and wc)",
+            )
+        )
+    elif count is None:
+        rc, _out, err = isolation if isolation is not None else ("", "", "")
+        rows.append(
+            _row(check, "fail", f"the container did not run: exit code {rc} " + _truncate(err.strip(), 200), NO_SH)
+        )
+    elif int(count) == 0:
+        rows.append(_row(check, "ok", "NVIDIA_VISIBLE_DEVICES=all, no GPU requested: no /dev/nvidia* device"))
+    else:
+        rows.append(
+            _row(
+                check,
+                "fail",
+                f"NVIDIA_VISIBLE_DEVICES=all, no GPU requested: {count} /dev/nvidia* devices visible",
+                "Set nvidia_container_toolkit_accept_envvar_when_unprivileged: false, run site.yml --tags toolkit",
+            )
+        )
+    return rows
+
+
+def check_containerd(p: dict, node: dict, io: Node, toolkit_installed: bool, c: dict) -> list:
+    run = isolation = None
+    nvidia = ["--runtime", RUNC_SHIM, "--runc-binary", p["runtime_binary"]]
+    if p["containerd_test_image"] and c["image"] and c["registered"]:
+        run = _ctr_run(p, io, c, "run", nvidia, ["true"])
+        if _bool(node.get("has_gpu")):
+            env = ["--env", "NVIDIA_VISIBLE_DEVICES=all"]
+            isolation = _ctr_run(p, io, c, "count", nvidia, ["sh", "-c", COUNT_DEVICES], env)
+    return containerd_rows(p, node, c, run, isolation, toolkit_installed)
+
+
+# Pods without a RuntimeClass get the CRI plugin's default runtime (default_runtime_name in
+# `containerd config dump`), not ctr's own default (plain runc): ctr runs the container through that
+# runtime's shim (runtime_type) and OCI binary (options.BinaryName), as the CRI plugin would.
+def cri_default(c: dict) -> tuple:
+    """(name, shim, OCI binary or '') of the runtime that pods without a RuntimeClass get."""
+    entry = c.get("default_entry") or {}
+    return c.get("default") or "runc", entry.get("runtime_type") or RUNC_SHIM, entry.get("binary") or ""
+
+
+def containerd_sys_admin_row(p: dict, node: dict, c: dict, result) -> dict:
+    check = "containerd: GPU isolation (default, CAP_SYS_ADMIN)"
+    image, ns = p["containerd_test_image"], p["containerd_namespace"]
+    default, shim, binary = cri_default(c)
+    said = f"CRI's default runtime {default} ({shim}, {binary or 'runc'})"
+    like = "a FUSE-like container (CAP_SYS_ADMIN, NVIDIA_VISIBLE_DEVICES=all, no GPU requested)"
+    if not _bool(node.get("has_gpu")):
+        return _row(check, "skipped", "no GPU")
+    if not image:
+        return _row(check, "skipped", "no test image (gpu_validate_containerd_test_image)")
+    if not c["running"]:
+        return _row(check, "warn", "containerd is not running", "Start containerd (systemctl start containerd)")
+    if not c["ok"]:
+        return _row(
+            check,
+            "fail",
+            f"containerd config dump failed, so CRI's default runtime is unknown: {c['error']}",
+            "Fix /etc/containerd/config.toml (containerd config dump names the problem)",
+        )
+    if not c["image"]:
+        return _row(
+            check,
+            "warn",
+            f"image {image} is not in ctr namespace {ns}",
+            "Pull or import the image into that namespace (it needs sh, ls and wc)",
+        )
+    count = _count(result)
+    if count is None:
+        rc, _out, err = result if result is not None else ("", "", "")
+        return _row(
+            check,
+            "fail",
+            f"the container did not run through {said}: exit code {rc} " + _truncate(err.strip(), 200),
+            "Read the error; the test image needs sh, ls and wc, and gpu_validate_containerd_run_options"
+            " apply to this container too",
+        )
+    if int(count) == 0:
+        return _row(check, "ok", f"{like} through {said}: no /dev/nvidia* device")
+    return _row(
+        check,
+        "fail",
+        f"{like} through {said} sees {count} /dev/nvidia* devices: every pod without a RuntimeClass that has"
+        " CAP_SYS_ADMIN can get GPUs",
+        f"Make runc CRI's default (nvidia_container_toolkit_set_as_default: false, or fix default_runtime_name and"
+        f" runtimes.{default} in config.toml), run site.yml --tags runtime; FUSE pods must not use RuntimeClass"
+        " nvidia unless they request GPUs",
+    )
+
+
+def check_containerd_isolation(p: dict, node: dict, io: Node, c: dict) -> list:
+    result = None
+    if _bool(node.get("has_gpu")) and c["running"] and c["ok"] and c["image"]:
+        _default, shim, binary = cri_default(c)
+        runtime = ["--runtime", shim]
+        if binary and re.match(r"io[.]containerd[.]runc[.]", shim):
+            runtime += ["--runc-binary", binary]
+        env = ["--cap-add", "CAP_SYS_ADMIN", "--env", "NVIDIA_VISIBLE_DEVICES=all"]
+        result = _ctr_run(p, io, c, "sys-admin", runtime, ["sh", "-c", COUNT_DEVICES], env)
+    return [containerd_sys_admin_row(p, node, c, result)]
+
+
 # ---- crio -------------------------------------------------------------------------------------------------
 
 
@@ -730,26 +1128,26 @@ def crio_rows(p: dict, node: dict, dump, toolkit_installed: bool) -> list:
         )
     else:
         registered = _row("crio: nvidia runtime", "skipped", "no GPU (and no toolkit installed)")
-    return [registered, default_runtime_row(p, "crio", config["default"], "default_runtime")]
+    default = default_runtime_row(
+        p,
+        "crio",
+        config["default"],
+        f"default_runtime is {name}: every pod whose image sets",
+        "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
+    )
+    return [registered, default]
 
 
-def default_runtime_row(p: dict, runtime: str, default, key: str) -> dict:
-    """The "<runtime>: default runtime" row: nvidia as the default is a fail, or a warn when it was asked for."""
+def default_runtime_row(p: dict, runtime: str, default, said: str, allowed_fix: str) -> dict:
+    """The "<runtime>: default runtime" row: nvidia as the default is a fail, or a warn when it was asked for.
+    said: how the detail starts ("default_runtime is nvidia: every pod whose image sets")."""
     name = p["runtime_name"]
     check = f"{runtime}: default runtime"
     if default != name:
         return _row(check, "ok", f"{default or 'runc'} ({name} is not the default)")
-    detail = (
-        f"{key} is {name}: every pod whose image sets NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs,"
-        " also pods that request none"
-    )
+    detail = f"{said} NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs, also pods that request none"
     if p["nvidia_default_allowed"]:
-        return _row(
-            check,
-            "warn",
-            detail,
-            "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
-        )
+        return _row(check, "warn", detail, allowed_fix)
     return _row(
         check, "fail", detail, "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime"
     )
@@ -961,13 +1359,20 @@ def run_checks(p: dict, io: Node) -> dict:
         rows += toolkit_rows
     known = toolkit_installed if toolkit_installed is not None else bool(p["toolkit_installed"])
     # The runtimes in the order asked (gpu_validate_runtimes, else as the facts list them).
+    containerd = None
     for runtime in p["runtimes"]:
         if runtime == "docker" and "docker" in families:
             rows += check_docker(p, node, io, known)
+        elif runtime == "containerd" and "containerd" in families:
+            containerd = containerd_state(p, node, io)
+            rows += check_containerd(p, node, io, known, containerd)
         elif runtime == "crio" and "crio" in families:
             rows += check_crio(p, node, io, known)
     if "isolation" in families:
         rows += check_docker_isolation(p, node, io)
+        if "containerd" in p["runtimes"]:
+            containerd = containerd or containerd_state(p, node, io)
+            rows += check_containerd_isolation(p, node, io, containerd)
     if "fuse" in families:
         rows += check_fuse(p, node, io)
     if "security" in families:
@@ -996,6 +1401,10 @@ ARGUMENT_SPEC = dict(
     test_image=dict(type="str", default=""),
     docker_run_options=dict(type="list", elements="str", default=["--network", "none"]),
     container_timeout=dict(type="int", default=120),
+    containerd_test_image=dict(type="str", default=""),
+    containerd_namespace=dict(type="str", default="default"),
+    containerd_run_options=dict(type="list", elements="str", default=[]),
+    runtime_binary=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
     nvidia_default_allowed=dict(type="bool", default=False),
     toolkit_installed=dict(type="bool", default=False),
     fuse_device=dict(type="path", default="/dev/fuse"),

@@ -150,19 +150,20 @@ def gpu_validate_report(results, host: str = "") -> dict:
 # --- the doctor's shared logic (plugins/module_utils/gpu_validate_logic.py, also run on the node) ---------
 
 
-def _load_module_util(name: str):
-    """Import plugins/module_utils/<name>.py by path (controller plugins cannot import custom module_utils)."""
-    module_name = f"_gpu_node_provisioning_module_utils_{name}"
-    if module_name not in sys.modules:
-        path = Path(__file__).resolve().parents[1] / "module_utils" / f"{name}.py"
-        spec = importlib.util.spec_from_file_location(module_name, path)
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path: the one loader of this project's module_utils
+    on the controller (a plugin cannot import them as ansible.module_utils.*), shared with the action plugins."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
         spec.loader.exec_module(module)
-    return sys.modules[module_name]
+        sys.modules[name] = module
+    return sys.modules[name]
 
 
-_logic = _load_module_util("gpu_validate_logic")
+_logic = _controller_files().load_module_util("gpu_validate_logic")
 gpu_validate_runtime_config = _logic.runtime_config
 gpu_validate_json_problem = _logic.json_problem
 gpu_validate_userns_missing = _logic.userns_missing

@@ -249,18 +249,17 @@ CONTAINERD_PLAY = """
         __gpu_validate_has_gpu: true
         __gpu_validate_runtimes: [containerd]
         __gpu_validate_node:
+          has_gpu: true
           runtimes:
             containerd: {{installed: true, running: true, binary: "{tmp}/bin/containerd"}}
     - name: Run containerd's checks, then the isolation check
       ansible.builtin.include_role:
         name: gpu_validate
-        tasks_from: "{{{{ step }}}}"
+        tasks_from: checks.yml
       vars:
+        __gpu_validate_families: [containerd, isolation]
         gpu_validate_containerd_test_image: docker.io/library/busybox:latest
         gpu_validate_containerd_run_options: [--cpu-shares, "0"]
-      loop: [containerd.yml, isolation.yml]
-      loop_control:
-        loop_var: step
     - name: Write the result
       ansible.builtin.copy:
         content: "{{{{ __gpu_validate_checks | to_json }}}}"

@@ -4,8 +4,8 @@ Nothing on the machine is inspected or changed: every command the checks run (do
 containerd, crio, nvidia-ctk, dpkg-query, nvidia-smi) is a small fake script put first on PATH,
 every file they look at lives under pytest's tmp_path, and the node facts that the role's
 preflight would gather (ansible_facts.gpu_node) are given. So the test drives the role's own
-check files (checks.yml, which runs the families of the node-side module gpu_validate_checks,
-containerd.yml and report.yml, through include_role tasks_from) with their states and their
+check files (checks.yml, which runs the families of the node-side module gpu_validate_checks, and
+report.yml, through include_role tasks_from) with their states and their
 report writing, on three kinds of node:
 
 - a GPU node where everything is right (all ok, report files written once, then unchanged);
@@ -143,11 +143,7 @@ PLAYBOOK = """
         __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
         __gpu_validate_peermem_file: "{{ tmp }}/root-{{ scen }}/etc/modules-load.d/nvidia-peermem.conf"
       loop:
-        - [checks.yml, [driver, toolkit]]
-        - [checks.yml, [docker]]
-        - [containerd.yml, []]
-        - [checks.yml, [crio]]
-        - [checks.yml, [fuse, security, kubelet]]
+        - [checks.yml, [driver, toolkit, docker, containerd, crio, fuse, security, kubelet]]
         - [report.yml, []]
       loop_control:
         loop_var: step
