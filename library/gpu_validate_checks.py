@@ -46,6 +46,11 @@ options:
         and C(apparmor).
     type: dict
     required: true
+  has_gpu:
+    description:
+      - Whether the node has an NVIDIA GPU; unset takes C(has_gpu) of O(node). The role passes its own
+        settled value, which tests may override to pretend a GPU.
+    type: bool
   driver_version:
     description: Driver pin, an exact version or its prefix (V(580.95)); empty for no version pin.
     type: str
@@ -1347,7 +1352,9 @@ def check_kubelet(p: dict, node: dict, io: Node) -> list:
 
 def run_checks(p: dict, io: Node) -> dict:
     """The rows of the families in p["families"], in the doctor's order, and whether the toolkit is installed."""
-    node = p["node"] or {}
+    node = dict(p["node"] or {})
+    if p.get("has_gpu") is not None:
+        node["has_gpu"] = p["has_gpu"]
     families = set(p["families"])
     rows = []
     toolkit_installed = None
@@ -1388,6 +1395,7 @@ def run_checks(p: dict, io: Node) -> dict:
 ARGUMENT_SPEC = dict(
     families=dict(type="list", elements="str", choices=list(FAMILIES), required=True),
     node=dict(type="dict", required=True),
+    has_gpu=dict(type="bool"),
     driver_version=dict(type="str", default=""),
     driver_branch=dict(type="str", default=""),
     peermem=dict(type="bool", default=False),

@@ -1691,6 +1691,13 @@ def test_rows_come_in_the_doctors_order_whatever_the_order_asked():
     assert checks.run_checks(params(families=["fuse"], node=GPU_NODE), fake)["toolkit_installed"] is None
 
 
+def test_a_gpu_can_be_pretended_over_the_facts():
+    result = checks.run_checks(params(families=["driver"], node=NO_GPU, has_gpu=True), FakeNode())
+    assert result["checks"][0]["detail"] == "not loaded on a node with 0 GPU(s)"
+    result = checks.run_checks(params(families=["driver"], node=GPU_NODE, has_gpu=False), FakeNode())
+    assert result["checks"][0]["status"] == "skipped"
+
+
 def test_the_real_runner_turns_a_missing_command_and_a_timeout_into_a_result():
     io = checks.Node(timeout=1)
     rc, _out, err = io.run(["/nonexistent/nvidia-smi"])
