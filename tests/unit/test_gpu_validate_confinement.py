@@ -1,7 +1,8 @@
 """The doctor's "FUSE confinement" row, run for real by ansible-playbook against this machine.
 
-The role's confinement.yml runs through include_role (tasks_from) with the node facts of five kinds of
-node given, and every file it reads under pytest's tmp_path: nothing on the machine is inspected. It
+The role's checks.yml (family confinement of the gpu_validate_checks module) runs through include_role
+(tasks_from) with the node facts of five kinds of node given, and every file it reads under pytest's
+tmp_path: nothing on the machine is inspected. It
 must say, per node, how FUSE pods are confined and, where user namespaces cannot be used, which
 requirement is missing:
 - a node of today's Debian 12 kind without AppArmor: "seccomp only: not confined";
@@ -59,8 +60,9 @@ PLAY = """
     - name: Run the confinement check
       ansible.builtin.include_role:
         name: gpu_validate
-        tasks_from: confinement.yml
+        tasks_from: checks.yml
       vars:
+        __gpu_validate_families: [confinement]
         __gpu_validate_apparmor_profiles_file: "{tmp}/apparmor-profiles"
         gpu_validate_seccomp_root: "{tmp}/seccomp"
         gpu_validate_kubelet_config_dir: "{tmp}/kubelet-{name}"
@@ -156,12 +158,13 @@ ISOLATION_PLAY = """
         __gpu_validate_checks: []
         __gpu_validate_has_gpu: true
         __gpu_validate_runtimes: [docker]
-        __gpu_validate_node: {{runtimes: {{docker: {{installed: true, running: true}}}}}}
+        __gpu_validate_node: {{has_gpu: true, runtimes: {{docker: {{installed: true, running: true}}}}}}
     - name: Run the isolation check
       ansible.builtin.include_role:
         name: gpu_validate
-        tasks_from: isolation.yml
+        tasks_from: checks.yml
       vars:
+        __gpu_validate_families: [isolation]
         gpu_validate_test_image: gpunode-test/busybox:latest
     - name: Write the result
       ansible.builtin.copy:
@@ -246,18 +249,17 @@ CONTAINERD_PLAY = """
         __gpu_validate_has_gpu: true
         __gpu_validate_runtimes: [containerd]
         __gpu_validate_node:
+          has_gpu: true
           runtimes:
             containerd: {{installed: true, running: true, binary: "{tmp}/bin/containerd"}}
     - name: Run containerd's checks, then the isolation check
       ansible.builtin.include_role:
         name: gpu_validate
-        tasks_from: "{{{{ step }}}}"
+        tasks_from: checks.yml
       vars:
+        __gpu_validate_families: [containerd, isolation]
         gpu_validate_containerd_test_image: docker.io/library/busybox:latest
         gpu_validate_containerd_run_options: [--cpu-shares, "0"]
-      loop: [containerd.yml, isolation.yml]
-      loop_control:
-        loop_var: step
     - name: Write the result
       ansible.builtin.copy:
         content: "{{{{ __gpu_validate_checks | to_json }}}}"

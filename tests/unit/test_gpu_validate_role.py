@@ -4,8 +4,9 @@ Nothing on the machine is inspected or changed: every command the checks run (do
 containerd, crio, nvidia-ctk, dpkg-query, nvidia-smi) is a small fake script put first on PATH,
 every file they look at lives under pytest's tmp_path, and the node facts that the role's
 preflight would gather (ansible_facts.gpu_node) are given. So the test drives the role's own
-check files (driver.yml ... report.yml, through include_role tasks_from) with their Jinja,
-their states and their report writing, on three kinds of node:
+check files (checks.yml, which runs the families of the node-side module gpu_validate_checks, and
+report.yml, through include_role tasks_from) with their states and their
+report writing, on three kinds of node:
 
 - a GPU node where everything is right (all ok, report files written once, then unchanged);
 - a node without a GPU and without test images (GPU checks "skipped: no GPU", container runs
@@ -129,19 +130,21 @@ PLAYBOOK = """
     - name: Load the Debian settings of the role
       ansible.builtin.include_vars: "{{ role_dir }}/vars/Debian.yml"
 
-    - name: Run each check file of the role
+    - name: Run each check file of the role (checks.yml runs the families of the node-side module)
       ansible.builtin.include_role:
         name: gpu_validate
-        tasks_from: "{{ step }}"
+        tasks_from: "{{ step[0] }}"
       vars:
+        __gpu_validate_families: "{{ step[1] }}"
         __gpu_validate_apparmor_os: true
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
         __gpu_validate_fuse_device: "{{ fuse_device }}"
         __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
         __gpu_validate_peermem_file: "{{ tmp }}/root-{{ scen }}/etc/modules-load.d/nvidia-peermem.conf"
-      loop: [driver.yml, toolkit.yml, docker.yml, containerd.yml, crio.yml, fuse.yml, security.yml, kubelet.yml,
-             report.yml]
+      loop:
+        - [checks.yml, [driver, toolkit, docker, containerd, crio, fuse, security, kubelet]]
+        - [report.yml, []]
       loop_control:
         loop_var: step
 """
