@@ -42,3 +42,17 @@ def test_no_fabric_manager_without_nvswitches(host):
 def test_nouveau_is_blacklisted_and_persistenced_enabled(host):
     assert "blacklist nouveau" in host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
     assert host.service("nvidia-persistenced").is_enabled
+
+
+def test_dkms_under_secure_boot_without_a_mok_password_is_refused(host, second_rerun):
+    # Mutation (conftest.py): the node's facts say Secure Boot is on (EFI stand-in); no nvidia_driver_mok_password
+    # is set, so the role cannot queue a MOK for enrollment and must refuse before anything changes.
+    said = second_rerun.said
+    assert second_rerun.recap["drv-ubuntu2404"]["failed"] == 1, second_rerun.stdout
+    assert "Secure Boot is enabled on drv-ubuntu2404, so the kernel loads only signed modules" in said, said
+    assert "(/var/lib/shim-signed/mok/MOK.der), which the role creates." in said, said
+    assert "Set nvidia_driver_mok_password (keep it in Ansible Vault). Nothing was changed." in said, said
+    assert "Or set nvidia_driver_ubuntu_precompiled to true to use Canonical's signed modules." in said, said
+    assert second_rerun.recap["drv-ubuntu2404"]["changed"] == 0, second_rerun.stdout
+    assert not host.file("/var/lib/shim-signed/mok").exists
+    assert not host.file("/etc/dkms/framework.conf.d/nvidia_driver-mok.conf").exists
