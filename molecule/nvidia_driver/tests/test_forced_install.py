@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import KERNEL_META, NEW_KERNEL
+from conftest import NEW_KERNEL
 
 testinfra_hosts = ["ansible://drv-debian12"]
 
@@ -106,16 +106,3 @@ def test_the_stand_in_mokutil_was_asked_to_import_exactly_that_certificate_once(
     host.run_expect([0], f"cmp {MOK_CERT} /var/lib/mokutil-standin/pending/{fingerprint}.der")
     calls = host.file("/var/lib/mokutil-standin/calls.log").content_string.splitlines()
     assert calls.count(f"--import {MOK_CERT}") == 1, calls
-
-
-def test_the_kernel_meta_packages_are_held_and_released_with_the_variable(host, second_rerun):
-    # nvidia_driver_hold_kernel is true in molecule.yml: the installed meta-package was held by the converge
-    assert second_rerun.before["kernel_meta_selection"] == [KERNEL_META, "hold"]
-    # the re-run with nvidia_driver_hold_kernel false released it, and changed nothing else
-    assert second_rerun.recap["drv-debian12"]["failed"] == 0, second_rerun.stdout
-    assert second_rerun.recap["drv-debian12"]["changed"] == 2, second_rerun.stdout  # the selection, the record
-    assert host.check_output(f"dpkg --get-selections {KERNEL_META}").split() == [KERNEL_META, "install"]
-    assert not host.file("/var/lib/gpu-node-provisioning/nvidia_driver-kernel-hold.json").exists
-    # the driver packages keep their holds
-    selections = host.check_output("dpkg --get-selections " + " ".join(DRIVER_PACKAGES))
-    assert all(line.split()[1] == "hold" for line in selections.splitlines()), selections
