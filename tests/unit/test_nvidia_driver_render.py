@@ -9,6 +9,8 @@ operator mode, reboot) the tasks act on.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from pathlib import Path
 
@@ -334,7 +336,7 @@ def test_ubuntu_precompiled_needs_no_headers_and_no_mok_key():
     role = Role("ubuntu2204", facts={"gpu_node": {"secure_boot": True}}, nvidia_driver_ubuntu_precompiled=True)
     assert role["__nvidia_driver_builds_modules"] is False
     assert role["__nvidia_driver_kernel_headers_packages"] == []
-    assert role["__nvidia_driver_mok_missing"] is False
+    assert role["__nvidia_driver_signs_modules"] is False
 
 
 @pytest.mark.parametrize(
@@ -663,23 +665,127 @@ def test_nodes_without_gpu_are_skipped_unless_forced(has_gpu, force, skip):
 
 
 @pytest.mark.parametrize(
-    ("secure_boot", "variables", "missing"),
+    ("platform", "secure_boot", "variables", "signs"),
     [
-        (True, {}, True),
-        (True, {"nvidia_driver_mok_key": "/var/lib/dkms/mok.key"}, True),
-        (
-            True,
-            {"nvidia_driver_mok_key": "/var/lib/dkms/mok.key", "nvidia_driver_mok_cert": "/var/lib/dkms/mok.pub"},
-            False,
-        ),
-        (True, {"nvidia_driver_managed_by": "operator"}, False),
-        (False, {}, False),
-        (None, {}, False),
+        ("rocky9", True, {}, True),
+        ("debian12", True, {}, True),
+        ("ubuntu2404", True, {}, True),
+        ("ubuntu2404", True, {"nvidia_driver_ubuntu_precompiled": True}, False),
+        ("debian12", True, {"nvidia_driver_managed_by": "operator"}, False),
+        ("debian12", False, {}, False),
+        ("debian12", None, {}, False),
     ],
 )
-def test_secure_boot_needs_a_mok_key(secure_boot, variables, missing):
-    role = Role("rocky9", facts={"gpu_node": {"secure_boot": secure_boot}}, **variables)
-    assert role["__nvidia_driver_mok_missing"] is missing
+def test_dkms_signs_the_modules_under_secure_boot(platform, secure_boot, variables, signs):
+    role = Role(platform, facts={"gpu_node": {"secure_boot": secure_boot}}, **variables)
+    assert role["__nvidia_driver_signs_modules"] is signs
+
+
+@pytest.mark.parametrize(
+    ("platform", "variables", "key", "cert"),
+    [
+        # where each distribution's dkms looks when framework.conf names no key (checked in dkms 3.0.10 and 3.0.11)
+        ("debian12", {}, "/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"),
+        ("rocky9", {}, "/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"),
+        ("ubuntu2404", {}, "/var/lib/shim-signed/mok/MOK.priv", "/var/lib/shim-signed/mok/MOK.der"),
+        (
+            "ubuntu2404",
+            {"nvidia_driver_mok_key": "/root/mok/signing.key", "nvidia_driver_mok_cert": "/root/mok/signing.der"},
+            "/root/mok/signing.key",
+            "/root/mok/signing.der",
+        ),
+    ],
+)
+def test_mok_paths(platform, variables, key, cert):
+    role = Role(platform, **variables)
+    assert (role["__nvidia_driver_mok_key_path"], role["__nvidia_driver_mok_cert_path"]) == (key, cert)
+
+
+@pytest.mark.parametrize(
+    ("probe", "state"),
+    [
+        # the preflight's probe prints what mokutil --test-key said, then "pending" when --list-new shows the cert
+        ("/var/lib/dkms/mok.pub is already enrolled\n", "enrolled"),
+        ("/var/lib/dkms/mok.pub is not enrolled\npending\n", "pending"),
+        ("/var/lib/dkms/mok.pub is already in the enrollment request\npending\n", "pending"),
+        ("/var/lib/dkms/mok.pub is not enrolled\n", "absent"),
+        ("no certificate at /var/lib/dkms/mok.pub\n", "absent"),
+        ("no mokutil or openssl\n", "absent"),
+    ],
+)
+def test_mok_enrollment_state_from_the_probe(probe, state):
+    role = Role("debian12", __nvidia_driver_mok_probe={"stdout": probe})
+    assert role["__nvidia_driver_mok_state"] == state
+
+
+@pytest.mark.parametrize(
+    ("registered", "queue"),
+    [
+        ({"__nvidia_driver_mok_probe": {"stdout": "x is already enrolled"}}, False),
+        ({"__nvidia_driver_mok_probe": {"stdout": "x is not enrolled\npending"}}, False),
+        ({"__nvidia_driver_mok_probe": {"stdout": "no certificate at x"}}, True),
+        # a certificate written or created in this run is new to the firmware, whatever the probe saw before
+        (
+            {
+                "__nvidia_driver_mok_probe": {"stdout": "x is already enrolled"},
+                "__nvidia_driver_mok_cert_written": {"changed": True},
+            },
+            True,
+        ),
+        (
+            {
+                "__nvidia_driver_mok_probe": {"stdout": "x is not enrolled\npending"},
+                "__nvidia_driver_mok_created": {"changed": True},
+            },
+            True,
+        ),
+    ],
+)
+def test_the_mok_is_queued_only_when_mokutil_does_not_know_it(registered, queue):
+    role = Role("debian12", **registered)
+    assert role["__nvidia_driver_mok_queue"] is queue
+
+
+@pytest.mark.parametrize(
+    ("platform", "variables", "packages"),
+    [
+        ("debian12", {}, ["linux-image-amd64", "linux-headers-amd64"]),
+        ("ubuntu2404", {}, ["linux-generic", "linux-image-generic", "linux-headers-generic"]),
+        (
+            "ubuntu2204",
+            {"nvidia_driver_ubuntu_kernel_flavour": "generic-hwe-22.04"},
+            ["linux-generic-hwe-22.04", "linux-image-generic-hwe-22.04", "linux-headers-generic-hwe-22.04"],
+        ),
+        ("rocky9", {}, ["kernel", "kernel-core", "kernel-devel"]),
+    ],
+)
+def test_kernel_hold_packages(platform, variables, packages):
+    assert Role(platform, **variables)["__nvidia_driver_kernel_hold_packages"] == packages
+
+
+def test_only_installed_kernel_packages_are_held():
+    role = Role("debian12", facts={"packages": {"linux-headers-amd64": [{"version": "6.1.158-1"}]}})
+    assert role["__nvidia_driver_kernel_hold_installed"] == ["linux-headers-amd64"]
+
+
+@pytest.mark.parametrize(
+    ("hold", "recorded", "released"),
+    [
+        (True, None, []),
+        (True, ["linux-image-amd64", "linux-headers-amd64"], ["linux-image-amd64"]),  # no longer installed
+        (False, ["linux-headers-amd64"], ["linux-headers-amd64"]),
+        (False, None, []),
+    ],
+)
+def test_turning_the_kernel_hold_off_releases_what_the_role_held(hold, recorded, released):
+    before = {"content": base64.b64encode(json.dumps(recorded).encode()).decode()} if recorded else {"failed": True}
+    role = Role(
+        "debian12",
+        facts={"packages": {"linux-headers-amd64": [{"version": "6.1.158-1"}]}},
+        nvidia_driver_hold_kernel=hold,
+        __nvidia_driver_kernel_hold_before=before,
+    )
+    assert role["__nvidia_driver_kernel_released"] == released
 
 
 @pytest.mark.parametrize(

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-SCENARIO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(SCENARIO.parent / "resources"))
-from playbook_runner import run_playbook
+from conftest import NEW_KERNEL
 
 testinfra_hosts = ["ansible://drv-debian12"]
 
 DRIVER_PACKAGES = ("nvidia-driver", "nvidia-kernel-dkms")
+MOK_CN = "drv-debian12 MOK (molecule)"  # nvidia_driver_mok_common_name in molecule.yml
+MOK_KEY, MOK_CERT = "/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"  # where Debian's dkms 3.0.10 reads them
 
 
 def test_apt_sources_gained_the_components_and_kept_the_comment(host):
@@ -63,21 +60,49 @@ def test_the_installed_kernel_boots_with_the_installed_drivers_module(host):
     assert host.check_output(f"modinfo -F version {module}") == driver
 
 
-def test_a_newer_kernel_without_headers_fails_the_run_before_any_reboot(host):
-    # Mutation: an update installed a newer kernel image (TEST STAND-IN) without its headers; the boot loader
-    # starts it next and it has no NVIDIA module, and the archive has no headers for it.
-    kernel = "6.1.0-999-amd64"
-    host.run_expect([0], f"echo 'TEST STAND-IN kernel image' > /boot/vmlinuz-{kernel}")
-    try:
-        run = run_playbook(host, SCENARIO / "converge.yml")
-    finally:
-        host.run_expect([0], f"rm -f /boot/vmlinuz-{kernel}")
-    said = " ".join(run.stdout.split())
-    assert run.returncode != 0, run.stdout
+def test_a_newer_kernel_without_headers_fails_the_run_before_any_reboot(first_rerun):
+    # Mutation (conftest.py): an update installed a newer kernel image (TEST STAND-IN) without its headers; the boot
+    # loader starts it next and it has no NVIDIA module, and the archive has no headers for it.
+    assert first_rerun.recap["drv-debian12"]["failed"] == 1, first_rerun.stdout
     assert (
-        f"drv-debian12 would boot without its NVIDIA driver: kernel {kernel} (the kernel the boot loader starts "
+        f"drv-debian12 would boot without its NVIDIA driver: kernel {NEW_KERNEL} (the kernel the boot loader starts "
         f"next, newest /boot/vmlinuz-*) has no NVIDIA module and DKMS could not build one: its headers "
-        f"linux-headers-{kernel} are not installed and not in the package sources;" in said
-    ), run.stdout
-    assert "Do not reboot into such a kernel." in said, run.stdout
-    assert "changed=0" in said, run.stdout
+        f"linux-headers-{NEW_KERNEL} are not installed and not in the package sources;" in first_rerun.said
+    ), first_rerun.stdout
+    assert "Do not reboot into such a kernel." in first_rerun.said, first_rerun.stdout
+    assert first_rerun.recap["drv-debian12"]["changed"] == 0, first_rerun.stdout
+
+
+def _cert(host, *options: str) -> str:
+    return host.check_output(f"openssl x509 -inform DER -in {MOK_CERT} -noout " + " ".join(options))
+
+
+def test_the_role_created_the_mok_where_dkms_reads_it(host):
+    assert _cert(host, "-subject", "-nameopt", "RFC2253") == f"subject=CN={MOK_CN}"
+    assert "Public-Key: (2048 bit)" in _cert(host, "-text")
+    key = host.file(MOK_KEY)
+    assert (key.user, key.group, key.mode) == ("root", "root", 0o600)
+    host.run_expect([0], f"openssl rsa -in {MOK_KEY} -check -noout")
+    dropin = host.file("/etc/dkms/framework.conf.d/nvidia_driver-mok.conf").content_string
+    assert f'mok_signing_key="{MOK_KEY}"' in dropin and f'mok_certificate="{MOK_CERT}"' in dropin, dropin
+    # merged, not clobbered: Debian's framework.conf is the package's own (dpkg --verify prints changed files)
+    assert host.check_output("dpkg --verify dkms") == ""
+
+
+def test_dkms_signed_the_built_module_with_that_mok(host):
+    kernel = _standin_kernel(host)
+    modules = host.check_output(f"find /lib/modules/{kernel}/updates -name 'nvidia-current*.ko*'").split()
+    assert any(module.split("/")[-1].startswith("nvidia-current.ko") for module in modules), modules
+    for module in modules:
+        assert host.check_output(f"modinfo -F signer {module}") == MOK_CN, module
+
+
+def test_the_stand_in_mokutil_was_asked_to_import_exactly_that_certificate_once(host):
+    fingerprint = _cert(host, "-fingerprint", "-sha1").split("=", 1)[1].lower()
+    imports = host.file("/var/lib/mokutil-standin/imports.log").content_string.splitlines()
+    assert len(imports) == 1, imports  # queued once: the idempotence run and the re-runs found it queued
+    assert imports[0].startswith(fingerprint + " ") and imports[0].endswith(" password-given"), imports
+    assert MOK_CN in imports[0], imports
+    host.run_expect([0], f"cmp {MOK_CERT} /var/lib/mokutil-standin/pending/{fingerprint}.der")
+    calls = host.file("/var/lib/mokutil-standin/calls.log").content_string.splitlines()
+    assert calls.count(f"--import {MOK_CERT}") == 1, calls

@@ -3,6 +3,8 @@ modules (nvidia-dkms-580-server-open) against Ubuntu's generic kernel headers.""
 
 from __future__ import annotations
 
+from conftest import KERNEL_META
+
 testinfra_hosts = ["ansible://drv-ubuntu2404"]
 
 HELD = ("nvidia-headless-580-server-open", "nvidia-utils-580-server")
@@ -42,3 +44,30 @@ def test_no_fabric_manager_without_nvswitches(host):
 def test_nouveau_is_blacklisted_and_persistenced_enabled(host):
     assert "blacklist nouveau" in host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
     assert host.service("nvidia-persistenced").is_enabled
+
+
+def test_dkms_under_secure_boot_without_a_mok_password_is_refused(host, second_rerun):
+    # Mutation (conftest.py): the node's facts say Secure Boot is on (EFI stand-in); no nvidia_driver_mok_password
+    # is set, so the role cannot queue a MOK for enrollment and must refuse before anything changes.
+    said = second_rerun.said
+    assert second_rerun.recap["drv-ubuntu2404"]["failed"] == 1, second_rerun.stdout
+    assert "Secure Boot is enabled on drv-ubuntu2404, so the kernel loads only signed modules" in said, said
+    assert "(/var/lib/shim-signed/mok/MOK.der), which the role creates." in said, said
+    assert "Set nvidia_driver_mok_password (keep it in Ansible Vault). Nothing was changed." in said, said
+    assert "Or set nvidia_driver_ubuntu_precompiled to true to use Canonical's signed modules." in said, said
+    assert second_rerun.recap["drv-ubuntu2404"]["changed"] == 0, second_rerun.stdout
+    assert not host.file("/var/lib/shim-signed/mok").exists
+    assert not host.file("/etc/dkms/framework.conf.d/nvidia_driver-mok.conf").exists
+
+
+def test_the_kernel_meta_package_is_held_and_released_with_the_variable(host, first_rerun):
+    # nvidia_driver_hold_kernel is true in molecule.yml: the converge held the installed meta-package
+    assert first_rerun.before["kernel_meta_selection"] == [KERNEL_META, "hold"]
+    # the re-run with nvidia_driver_hold_kernel false released it, and changed nothing else
+    assert first_rerun.recap["drv-ubuntu2404"]["failed"] == 0, first_rerun.stdout
+    assert first_rerun.recap["drv-ubuntu2404"]["changed"] == 2, first_rerun.stdout  # the selection, the record
+    assert host.check_output(f"dpkg --get-selections {KERNEL_META}").split() == [KERNEL_META, "install"]
+    assert not host.file("/var/lib/gpu-node-provisioning/nvidia_driver-kernel-hold.json").exists
+    # the driver packages keep their holds
+    selections = host.check_output("dpkg --get-selections " + " ".join(HELD))
+    assert all(line.split()[1] == "hold" for line in selections.splitlines()), selections

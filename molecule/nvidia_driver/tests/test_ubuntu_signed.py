@@ -4,12 +4,7 @@ sysfs stand-in of prepare.yml): no DKMS, the fabric manager at the driver's exac
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-SCENARIO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(SCENARIO.parent / "resources"))
-from playbook_runner import run_playbook
+from conftest import FABRIC_MANAGER_APART
 
 testinfra_hosts = ["ansible://drv-ubuntu2404-signed"]
 
@@ -41,54 +36,33 @@ def test_fabric_manager_has_the_drivers_exact_version_and_is_held(host):
         assert [package, "hold"] in [line.split() for line in selections.splitlines()], selections
 
 
-def test_dkms_is_refused_under_secure_boot_without_a_mok_key(host):
-    run = run_playbook(host, SCENARIO / "converge.yml", {"nvidia_driver_ubuntu_precompiled": False})
-    said = " ".join(run.stdout.split())
-    assert run.returncode != 0, run.stdout
-    assert "Secure Boot is enabled on drv-ubuntu2404-signed" in said, run.stdout
-    assert "set nvidia_driver_ubuntu_precompiled to true" in said, run.stdout
-    assert not host.package("dkms").is_installed
-
-
-def test_auto_flavour_chose_open_from_the_h100s_device_id(host):
+def test_auto_flavour_chose_open_from_the_h100s_device_id(first_rerun):
     # nvidia_driver_flavour is auto on this node (molecule.yml): the open packages above come from the
     # stand-in's H100 (10de:2330). A node with a Pascal and a Blackwell GPU fails before anything changes.
-    run = run_playbook(host, SCENARIO / "converge.yml", {"drv_sysfs_standin": "/srv/mixed-pascal-blackwell-sysfs"})
-    said = " ".join(run.stdout.split())
-    assert run.returncode != 0, run.stdout
+    assert first_rerun.recap["drv-ubuntu2404-signed"]["failed"] == 1, first_rerun.stdout
     assert (
         "No NVIDIA kernel module drives all the GPUs of this node: 0000:02:00.0 (0x2b85, Blackwell or newer) need "
         "the open GPU kernel modules, and 0000:01:00.0 (0x1b80, pre-Turing (Maxwell, Pascal, Volta or older)) work "
-        "only with the proprietary ones." in said
-    ), run.stdout
-    assert "changed=0" in said, run.stdout
+        "only with the proprietary ones." in first_rerun.said
+    ), first_rerun.stdout
+    assert first_rerun.recap["drv-ubuntu2404-signed"]["changed"] == 0, first_rerun.stdout
 
 
-def test_a_fabric_manager_apart_from_the_driver_fails_the_refusing_run_with_the_fix(host):
-    # Mutation: the package database says the fabric manager is 580.95.05 (as after a driver update that left it
-    # behind); site.yml's refusing run must fail before changing anything and name the fix.
+def test_a_fabric_manager_apart_from_the_driver_fails_the_refusing_run_with_the_fix(host, second_rerun):
+    # Mutation (conftest.py): the package database said the fabric manager is 580.95.05 (as after a driver update
+    # that left it behind); site.yml's refusing run must fail before changing anything and name the fix.
+    assert second_rerun.before["fabric_manager"] == FABRIC_MANAGER_APART
     driver = _version(host, "nvidia-kernel-common-580-server").split("-")[0]
-    mutate = (
-        'cp /var/lib/dpkg/status /root/dpkg-status.before && awk \'/^Package: /{p=($2=="nvidia-fabricmanager-580")}'
-        ' p && /^Version: /{$0="Version: 580.95.05-0ubuntu1"} {print}\' /root/dpkg-status.before'
-        " > /var/lib/dpkg/status"
-    )
-    host.run_expect([0], mutate)
-    try:
-        assert _version(host, "nvidia-fabricmanager-580") == "580.95.05-0ubuntu1"
-        run = run_playbook(host, SCENARIO / "converge.yml", {"nvidia_driver_version_change": "refuse"})
-    finally:
-        host.run_expect([0], "cp /root/dpkg-status.before /var/lib/dpkg/status")
-    said = " ".join(run.stdout.split())
-    assert run.returncode != 0, run.stdout
+    said = second_rerun.said
+    assert second_rerun.recap["drv-ubuntu2404-signed"]["failed"] == 1, second_rerun.stdout
     assert (
         f"drv-ubuntu2404-signed has NVIDIA Fabric Manager 580.95.05 (nvidia-fabricmanager-580) but NVIDIA driver "
         f"{driver}." in said
-    ), run.stdout
+    ), second_rerun.stdout
     assert (
         f"apt-get install --allow-change-held-packages --allow-downgrades nvidia-fabricmanager-580={driver}-*" in said
     )
-    assert "changed=0" in said, run.stdout
+    assert second_rerun.recap["drv-ubuntu2404-signed"]["changed"] == 0, second_rerun.stdout
     assert _version(host, "nvidia-fabricmanager-580").startswith(driver + "-")
 
 

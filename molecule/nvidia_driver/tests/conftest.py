@@ -1,0 +1,96 @@
+"""The verify steps' re-runs of converge.yml, shared by the test files: two runs, each on several nodes
+at once with their own variables and mutations, instead of one run per failure mode.
+
+- first_rerun: drv-skip as it is (skipped, says why); drv-debian12 with a newer TEST STAND-IN kernel
+  image without headers (fails before any reboot); drv-ubuntu2404-signed with the sysfs stand-in of a
+  Pascal + Blackwell node (fails in the preflight); drv-ubuntu2404 with nvidia_driver_hold_kernel off
+  (releases the kernel hold).
+- second_rerun: drv-ubuntu2404-signed with the fabric manager apart from the driver and
+  nvidia_driver_version_change refuse; drv-ubuntu2404 with Secure Boot on (EFI stand-in) and no MOK
+  password. Both fail in the preflight, so this run is short.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import testinfra
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+from playbook_runner import recap, run_playbook_on_nodes
+
+NEW_KERNEL = "6.1.0-999-amd64"
+FABRIC_MANAGER_APART = "580.95.05-0ubuntu1"
+KERNEL_META = "linux-headers-generic"  # held on drv-ubuntu2404
+
+
+@dataclass
+class Rerun:
+    returncode: int
+    stdout: str
+    said: str  # stdout with its whitespace collapsed: the callback may wrap long messages
+    recap: dict
+    before: dict = field(default_factory=dict)  # what the nodes showed before the run
+
+
+def node(name: str):
+    return testinfra.get_host(f"ansible://{name}", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+
+
+def _rerun(node_vars: dict, before: dict | None = None) -> Rerun:
+    run = run_playbook_on_nodes(SCENARIO / "converge.yml", node_vars)
+    return Rerun(run.returncode, run.stdout, " ".join(run.stdout.split()), recap(run.stdout), before or {})
+
+
+def dpkg_version(host, package: str) -> str:
+    return host.check_output(f"dpkg-query -W -f '${{Version}}' {package}")
+
+
+@pytest.fixture(scope="session")
+def first_rerun() -> Rerun:
+    debian, ubuntu = node("drv-debian12"), node("drv-ubuntu2404")
+    before = {"kernel_meta_selection": ubuntu.check_output(f"dpkg --get-selections {KERNEL_META}").split()}
+    # Mutation: an update installed a newer kernel image without its headers; the boot loader starts it next.
+    debian.run_expect([0], f"echo 'TEST STAND-IN kernel image' > /boot/vmlinuz-{NEW_KERNEL}")
+    try:
+        return _rerun(
+            {
+                "drv-skip": {},
+                "drv-debian12": {},
+                "drv-ubuntu2404-signed": {"drv_sysfs_standin": "/srv/mixed-pascal-blackwell-sysfs"},
+                "drv-ubuntu2404": {"nvidia_driver_hold_kernel": False},
+            },
+            before,
+        )
+    finally:
+        debian.run_expect([0], f"rm -f /boot/vmlinuz-{NEW_KERNEL}")
+
+
+@pytest.fixture(scope="session")
+def second_rerun() -> Rerun:
+    signed = node("drv-ubuntu2404-signed")
+    before = {}
+    # Mutation: the package database says the fabric manager is 580.95.05 (as after a driver update that left it
+    # behind); the refusing run must fail before changing anything and name the fix.
+    signed.run_expect(
+        [0],
+        'cp /var/lib/dpkg/status /root/dpkg-status.before && awk \'/^Package: /{p=($2=="nvidia-fabricmanager-580")}'
+        f' p && /^Version: /{{$0="Version: {FABRIC_MANAGER_APART}"}} {{print}}\' /root/dpkg-status.before'
+        " > /var/lib/dpkg/status",
+    )
+    try:
+        before["fabric_manager"] = dpkg_version(signed, "nvidia-fabricmanager-580")
+        return _rerun(
+            {
+                "drv-ubuntu2404-signed": {"nvidia_driver_version_change": "refuse"},
+                "drv-ubuntu2404": {"drv_secure_boot_standin": "/srv/secure-boot-sysfs"},
+            },
+            before,
+        )
+    finally:
+        signed.run_expect([0], "cp /root/dpkg-status.before /var/lib/dpkg/status")
