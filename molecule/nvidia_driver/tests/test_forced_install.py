@@ -60,6 +60,20 @@ def test_the_installed_kernel_boots_with_the_installed_drivers_module(host):
     assert host.check_output(f"modinfo -F version {module}") == driver
 
 
+def test_nvidia_peermem_loads_at_boot_from_the_module_dkms_built_and_signed(host):
+    """nvidia_driver_peermem: the boot-time load names nvidia-peermem. Debian renames the module nvidia-current-peermem;
+    its modprobe config (nvidia-kernel-support) turns the name into that module, which DKMS built and signed with the
+    MOK for the kernel the node boots."""
+    assert "nvidia-peermem" in host.file("/etc/modules-load.d/nvidia-peermem.conf").content_string.split()
+    kernel = _standin_kernel(host)
+    resolved = host.run(f"modprobe --set-version {kernel} --show-depends nvidia-peermem")
+    assert resolved.rc == 0, resolved.stderr
+    assert "nvidia-current-peermem" in resolved.stdout, resolved.stdout
+    module = host.check_output(f"modinfo -k {kernel} -F filename nvidia-current-peermem")
+    assert module.startswith(f"/lib/modules/{kernel}/updates/"), module
+    assert host.check_output(f"modinfo -F signer {module}") == MOK_CN
+
+
 def test_a_newer_kernel_without_headers_fails_the_run_before_any_reboot(first_rerun):
     # Mutation (conftest.py): an update installed a newer kernel image (TEST STAND-IN) without its headers; the boot
     # loader starts it next and it has no NVIDIA module, and the archive has no headers for it.

@@ -28,6 +28,15 @@ def test_dkms_built_the_open_module_for_the_generic_kernel(host):
     assert host.check_output(f"modinfo -F vermagic {module}").startswith(kernel + " ")
 
 
+def test_nvidia_peermem_loads_at_boot_from_the_module_dkms_built(host):
+    """nvidia_driver_peermem: the boot-time load names nvidia-peermem, which DKMS built for the generic kernel."""
+    assert "nvidia-peermem" in host.file("/etc/modules-load.d/nvidia-peermem.conf").content_string.split()
+    kernel = _generic_kernel(host)
+    resolved = host.run(f"modprobe --set-version {kernel} --show-depends nvidia-peermem")
+    assert resolved.rc == 0, resolved.stderr
+    assert f"insmod /lib/modules/{kernel}/updates/dkms/nvidia-peermem.ko" in resolved.stdout, resolved.stdout
+
+
 def test_driver_packages_are_the_dkms_ones_and_held(host):
     assert host.package("nvidia-dkms-580-server-open").is_installed
     installed = host.check_output("dpkg-query -W -f '${Package} ${Status}\\n' 'linux-modules-nvidia-*' || true")
