@@ -36,6 +36,16 @@ def test_driver_packages_are_installed_and_held(host):
         assert host.package(package).is_installed
 
 
+def test_the_installed_kernel_meta_package_is_held_with_the_driver(host):
+    """nvidia_driver_hold_kernel on Debian: linux-headers-amd64 (installed; linux-image-amd64 is not, in a container) is
+    held, and the role recorded what it held so that turning the variable off releases only that (shown on Ubuntu)."""
+    selections = host.check_output("dpkg --get-selections linux-headers-amd64")
+    assert selections.split() == ["linux-headers-amd64", "hold"], selections
+    record = host.file("/var/lib/gpu-node-provisioning/nvidia_driver-kernel-hold.json")
+    assert record.exists and record.mode == 0o644, record
+    assert "linux-headers-amd64" in record.content_string, record.content_string
+
+
 def test_nouveau_is_blacklisted(host):
     blacklist = host.file("/etc/modprobe.d/blacklist-nouveau.conf").content_string
     assert "blacklist nouveau" in blacklist
