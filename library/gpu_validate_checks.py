@@ -550,6 +550,23 @@ def _container_run(p: dict, io: Node, argv: list) -> tuple:
     return io.run(["timeout", str(timeout), *argv], timeout=timeout + 15)
 
 
+def _container_run_row(p: dict, check: str, run, ran: str, service: str, options: str) -> dict:
+    """The row of a test container run through a runtime: ok, no answer in time (124 from timeout), or its error."""
+    if run[0] == 0:
+        return _row(check, "ok", ran)
+    if run[0] == 124:
+        timeout = p["container_timeout"]
+        return _row(
+            check, "fail", f"no answer within {timeout} s", f"Look for a hanging runtime hook: journalctl -u {service}"
+        )
+    return _row(
+        check,
+        "fail",
+        f"exit code {run[0]}: " + _truncate(run[2].strip(), 200),
+        f"Read the error; check /etc/nvidia-container-runtime/config.toml and {options}",
+    )
+
+
 def _count(result) -> str | None:
     """The device count a test container printed; None when it did not run or printed something else."""
     if result is None or result[0] != 0:
@@ -633,23 +650,15 @@ def docker_rows(p: dict, node: dict, docker: dict, image: bool, run, isolation: 
         rows.append(_row(check, "skipped", f"the {name} runtime is not registered"))
     elif not image:
         rows.append(_row(check, "warn", *missing_image))
-    elif run[0] == 0:
-        rows.append(_row(check, "ok", f"docker run --runtime {name} {test_image} true"))
-    elif run[0] == 124:
-        timeout = p["container_timeout"]
-        rows.append(
-            _row(
-                check, "fail", f"no answer within {timeout} s", "Look for a hanging runtime hook: journalctl -u docker"
-            )
-        )
     else:
         rows.append(
-            _row(
+            _container_run_row(
+                p,
                 check,
-                "fail",
-                f"exit code {run[0]}: " + _truncate(run[2].strip(), 200),
-                "Read the error; check /etc/nvidia-container-runtime/config.toml and docker run options"
-                " (gpu_validate_docker_run_options)",
+                run,
+                f"docker run --runtime {name} {test_image} true",
+                "docker",
+                "docker run options (gpu_validate_docker_run_options)",
             )
         )
     for item in ("nvidia", "default"):
@@ -963,28 +972,16 @@ def containerd_rows(p: dict, node: dict, c: dict, run, isolation, toolkit_instal
         )
     else:
         state = "ran"
-        if run[0] == 0:
-            rows.append(_row(check, "ok", f"ctr run --runc-binary {p['runtime_binary']} {image} true"))
-        elif run[0] == 124:
-            timeout = p["container_timeout"]
-            rows.append(
-                _row(
-                    check,
-                    "fail",
-                    f"no answer within {timeout} s",
-                    "Look for a hanging runtime hook: journalctl -u containerd",
-                )
+        rows.append(
+            _container_run_row(
+                p,
+                check,
+                run,
+                f"ctr run --runc-binary {p['runtime_binary']} {image} true",
+                "containerd",
+                "gpu_validate_containerd_run_options",
             )
-        else:
-            rows.append(
-                _row(
-                    check,
-                    "fail",
-                    f"exit code {run[0]}: " + _truncate(run[2].strip(), 200),
-                    "Read the error; check /etc/nvidia-container-runtime/config.toml and"
-                    " gpu_validate_containerd_run_options",
-                )
-            )
+        )
     check = f"containerd: GPU isolation ({name})"
     count = _count(isolation)
     if not has_gpu:
