@@ -32,6 +32,8 @@ description:
 version_added: "0.3.0"
 author:
   - gpu-node-provisioning contributors
+extends_documentation_fragment:
+  - gpunode_read_only
 options:
   families:
     description: Which checks to run.
@@ -196,13 +198,6 @@ options:
     description: Seconds each command may take before its row reports it as failed.
     type: int
     default: 60
-attributes:
-  check_mode:
-    support: full
-    description: Reads only, so it reports the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
 """
 
 EXAMPLES = r"""

@@ -23,19 +23,14 @@ description:
 version_added: "0.2.0"
 author:
   - gpu-node-provisioning contributors
+extends_documentation_fragment:
+  - gpunode_read_only
 options:
   root:
     description:
       - Top of the filesystem tree to inspect. Any other value than V(/) is meant for tests; no command runs then.
     type: path
     default: /
-attributes:
-  check_mode:
-    support: full
-    description: Reads only, so it reports the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing.
 """
 
 EXAMPLES = r"""

@@ -74,3 +74,19 @@ def test_each_module_renders_the_shared_backup_option_attributes_and_write_contr
         assert doc["attributes"]["check_mode"]["support"] == "full", name
         assert "validate" in doc["options"], name
         assert any(note.startswith("Write contract:") for note in doc["notes"]), name
+
+
+READ_ONLY = ["gpu_validate_checks", "nvidia_driver_kernels"]
+
+
+def test_read_only_modules_take_their_attributes_from_one_fragment():
+    shared = yaml.safe_load(
+        load_module("gpunode_read_only", subdir="plugins/doc_fragments").ModuleDocFragment.DOCUMENTATION
+    )
+    for name, doc in _rendered(READ_ONLY).items():
+        source = _documentation(ROOT / "library" / f"{name}.py")
+        assert "gpunode_read_only" in yaml.safe_load(source)["extends_documentation_fragment"], name
+        assert "attributes" not in yaml.safe_load(source), f"{name} documents its attributes itself"
+        for attribute, value in shared["attributes"].items():
+            for key, expected in value.items():
+                assert doc["attributes"][attribute][key] == expected, (name, attribute, key)
