@@ -1252,3 +1252,130 @@ def test_the_fabric_manager_of_a_prefix_pin_gets_the_installed_full_version():
     assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
     exact = _fabricmanager_role("ubuntu2404", "580.95.05-0ubuntu1", None, nvidia_driver_version="580.95.05")
     assert exact["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
+
+
+# ---- the short path of a node the role leaves alone, and the preflight's reads ------------------------------------
+
+
+def test_a_node_without_gpu_runs_the_variable_check_then_ends_the_role_before_anything_else():
+    """The no-op path of a node without a GPU (issue 16): argument validation, argument_types, the variable check, the
+    report and end_role; the platform data, the node reads and every task that changes something come after."""
+    names = [task["name"] for task in MAIN]
+    end = names.index("Leave the node without an NVIDIA GPU alone")
+    assert [next(k for k in task if "." in k or k == "argument_types") for task in MAIN[: end + 1]] == [
+        "argument_types",
+        "ansible.builtin.fail",
+        "ansible.builtin.debug",
+        "ansible.builtin.meta",
+    ]
+    assert MAIN[end]["ansible.builtin.meta"] == "end_role"
+    assert MAIN[end]["when"] == MAIN[end - 1]["when"] == "__nvidia_driver_skip"
+    assert Role("debian12", facts={"gpu_node": {"has_gpu": False}}).condition(MAIN[end]["when"])
+    assert not Role("debian12", facts={"gpu_node": {"has_gpu": False}}, nvidia_driver_force=True).condition(
+        MAIN[end]["when"]
+    )
+    assert PREFLIGHT[0]["name"] == "Load the NVIDIA driver data for this platform"
+    assert names.index("Check the platform, the variables and the node before changing anything") > end
+
+
+def test_operator_mode_ends_after_the_nouveau_blacklist():
+    names = [task["name"] for task in MAIN]
+    end = names.index("Leave the driver to the GPU Operator's driver container (operator mode)")
+    assert names.index("Keep nouveau from claiming the NVIDIA GPUs") < end
+    assert names.index("Configure the package sources the driver comes from") > end
+    assert Role("debian12", nvidia_driver_managed_by="operator").condition(MAIN[end]["when"])
+    assert not Role("debian12").condition(MAIN[end]["when"])
+
+
+PROBE_ONE_KEY = "present: /var/lib/dkms/mok.key\nno certificate at /var/lib/dkms/mok.pub\n"
+PROBE_BOTH = "present: /var/lib/dkms/mok.key\npresent: /var/lib/dkms/mok.pub\n/var/lib/dkms/mok.pub is not enrolled\n"
+
+
+@pytest.mark.parametrize(
+    ("probe", "present", "pair_ok"),
+    [
+        ("no certificate at /var/lib/dkms/mok.pub\n", [], True),
+        (PROBE_ONE_KEY, ["/var/lib/dkms/mok.key"], False),
+        (PROBE_BOTH, ["/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"], True),
+    ],
+)
+def test_the_probe_tells_which_mok_files_exist(probe, present, pair_ok):
+    role = Role(
+        "debian12",
+        facts={"gpu_node": {"secure_boot": True}},
+        nvidia_driver_mok_password="x",
+        __nvidia_driver_mok_probe={"stdout": probe},
+    )
+    assert role["__nvidia_driver_mok_present"] == present
+    assert role.check("mok_files") is pair_ok
+    if not pair_ok:
+        assert role.check_message("mok_files").endswith(
+            "but only /var/lib/dkms/mok.key exists. Copy the other file of the pair there (or give both as "
+            "nvidia_driver_mok_key_content and nvidia_driver_mok_cert_content), or remove it to let the role create a "
+            "new pair. Nothing was changed."
+        )
+
+
+@pytest.mark.parametrize(
+    ("probe", "which"),
+    [
+        ("", "the role creates"),
+        (
+            "present: /var/lib/shim-signed/mok/MOK.priv\npresent: /var/lib/shim-signed/mok/MOK.der\nno mokutil or openssl\n",
+            "the firmware has not enrolled yet",
+        ),
+    ],
+)
+def test_a_mok_without_password_is_refused_naming_whether_the_role_creates_it(probe, which):
+    role = Role("ubuntu2404", facts={"gpu_node": {"secure_boot": True}}, __nvidia_driver_mok_probe={"stdout": probe})
+    assert not role.check("mok_password")
+    assert f"(/var/lib/shim-signed/mok/MOK.der), which {which}." in role.check_message("mok_password")
+    assert role.check_message("mok_password").endswith(
+        "Nothing was changed. Or set nvidia_driver_ubuntu_precompiled to true to use Canonical's signed modules."
+    )
+    # without Secure Boot nothing is signed, so nothing is asked
+    assert Role("ubuntu2404", __nvidia_driver_mok_probe={"stdout": probe}).check("mok_password")
+
+
+def test_the_preflight_names_every_broken_check_in_one_run():
+    role = Role(
+        "ubuntu2404",
+        arch="ppc64le",
+        nvidia_driver_ubuntu_precompiled=True,
+        nvidia_driver_ubuntu_cuda_repo=True,
+    )
+    broken = [name for name in role.variables["__nvidia_driver_preflight_checks"] if not role.check(name)]
+    assert broken == ["architecture", "ubuntu_sources"]
+    assert role["__nvidia_driver_preflight_errors"] == [role.check_message(name) for name in broken]
+    assert Role("ubuntu2404")["__nvidia_driver_preflight_errors"] == []
+
+
+@pytest.mark.parametrize(
+    ("hold", "recorded", "installed", "selections"),
+    [
+        (True, None, ["linux-headers-amd64"], {"linux-headers-amd64": "hold"}),
+        (False, ["linux-headers-amd64"], ["linux-headers-amd64"], {"linux-headers-amd64": "install"}),
+        # a recorded hold of a package that is gone is forgotten, not selected
+        (False, ["linux-image-amd64"], ["linux-headers-amd64"], {}),
+        (False, None, ["linux-headers-amd64"], {}),
+    ],
+)
+def test_the_apt_kernel_hold_selects_hold_or_install(hold, recorded, installed, selections):
+    task = next(
+        t
+        for t in yaml.safe_load((ROLE / "tasks" / "kernel_hold.yml").read_text())
+        if "ansible.builtin.dpkg_selections" in t
+    )
+    before = {"content": base64.b64encode(json.dumps(recorded).encode()).decode()} if recorded else {"failed": True}
+    role = Role(
+        "debian12",
+        facts={"packages": {name: [{"version": "1"}] for name in installed}},
+        nvidia_driver_hold_kernel=hold,
+        __nvidia_driver_kernel_hold_before=before,
+    )
+    items = role.templar.template(trust_as_template(task["loop"]))
+    chosen = {}
+    for item in items:
+        templar = role.templar.copy_with_new_env(available_variables=dict(role.variables, item=item))
+        chosen[item] = templar.template(trust_as_template(task["ansible.builtin.dpkg_selections"]["selection"]))
+    assert chosen == selections
