@@ -947,7 +947,9 @@ def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_d
         "newest driver of the branch."
     ]
     names = [task["name"] for task in MAIN]
-    check = _task(MAIN, "Check that nvidia_driver_version and nvidia_driver_branch are a driver version and branch that agree")
+    check = _task(
+        MAIN, "Check that nvidia_driver_version and nvidia_driver_branch are a driver version and branch that agree"
+    )
     assert check["when"] == "__nvidia_driver_variable_errors | length > 0"
     assert names.index(check["name"]) < names.index("Leave the node without an NVIDIA GPU alone")
 
@@ -1212,7 +1214,9 @@ def test_fabric_manager_apart_fails_the_refusing_run_with_the_fix():
 
 
 def test_fabric_manager_is_read_in_the_refusing_preflight_even_with_a_loaded_driver():
-    task = _task(PREFLIGHT, "Read the installed packages (the driver's and fabric manager's versions, host driver packages)")
+    task = _task(
+        PREFLIGHT, "Read the installed packages (the driver's and fabric manager's versions, host driver packages)"
+    )
     facts = {"gpu_node": {"nvswitch_count": 4, "driver": {"loaded": True, "version": "1.2"}}}
     assert Role("ubuntu2404", facts=facts, nvidia_driver_version_change="refuse").condition(task["when"])
     assert not Role("ubuntu2404", facts=facts).condition(task["when"])
@@ -1321,7 +1325,8 @@ def test_the_probe_tells_which_mok_files_exist(probe, present, pair_ok):
     [
         ("", "the role creates"),
         (
-            "present: /var/lib/shim-signed/mok/MOK.priv\npresent: /var/lib/shim-signed/mok/MOK.der\nno mokutil or openssl\n",
+            "present: /var/lib/shim-signed/mok/MOK.priv\npresent: /var/lib/shim-signed/mok/MOK.der\n"
+            "no mokutil or openssl\n",
             "the firmware has not enrolled yet",
         ),
     ],
