@@ -122,13 +122,12 @@ def test_explicit_choices_are_kept_unless_the_gpus_cannot_use_them(tmp_path, fix
     assert result["error"].startswith(error) if error else result["error"] == ""
 
 
-def _preflight_flavour_assert() -> dict:
+def _preflight_check() -> dict:
     preflight = yaml.safe_load((ROLE / "tasks" / "preflight.yml").read_text())
-    block = next(task for task in preflight if task.get("name") == "Check the platform and the variables against it")
     return next(
         task["ansible.builtin.assert"]
-        for task in block["block"]
-        if task["name"] == "Check that one kernel module flavour can drive all the node's GPUs"
+        for task in preflight
+        if task["name"] == "Check the platform, the variables and the node against each other"
     )
 
 
@@ -145,14 +144,16 @@ def _preflight_flavour_assert() -> dict:
 def test_the_role_installs_the_resolved_flavour(tmp_path, fixture, platform, arch, packages):
     gpus = _gpus(tmp_path, fixture)
     role = Role(platform, arch=arch, facts={"gpu_node": {"gpus": gpus, "gpu_count": len(gpus)}})
-    assert role.condition(_preflight_flavour_assert()["that"])
+    assert role.check("flavour")
+    assert role.condition(_preflight_check()["that"])
     assert role["__nvidia_driver_pinned_packages"] == packages
 
 
 def test_the_role_fails_a_mixed_node_before_anything_changes(tmp_path):
     gpus = _gpus(tmp_path, "mixed_pascal_blackwell")
     role = Role("ubuntu2404", facts={"gpu_node": {"gpus": gpus}})
-    check = _preflight_flavour_assert()
+    check = _preflight_check()
+    assert not role.check("flavour")
     assert not role.condition(check["that"])
     message = " ".join(role.templar.template(trust_as_template(check["fail_msg"])).split())
     assert message.startswith("node1: No NVIDIA kernel module drives all the GPUs of this node: 0000:02:00.0")

@@ -185,6 +185,14 @@ class Role:
     def condition(self, expression: str) -> bool:
         return self.templar.evaluate_conditional(trust_as_template(expression))
 
+    def check(self, name: str, group: str = "preflight") -> bool:
+        """Whether one of the role's checks (vars/main.yml __nvidia_driver_<group>_checks) holds on this node."""
+        return self[f"__nvidia_driver_{group}_checks['{name}']['ok']"] is True
+
+    def check_message(self, name: str, group: str = "preflight") -> str:
+        """The message a failed check fails the run with, whitespace collapsed as the callback shows it."""
+        return " ".join(self[f"__nvidia_driver_{group}_checks['{name}']['msg']"].split())
+
 
 # ---- platform files ------------------------------------------------------------------------------------
 
@@ -885,10 +893,11 @@ def test_services_start_only_with_a_loaded_unchanged_driver(loaded, result, star
 ARGUMENT_SPEC = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 PREFLIGHT = LOADER.load_from_file(str(ROLE / "tasks" / "preflight.yml"), trusted_as_template=True)
+MAIN = LOADER.load_from_file(str(ROLE / "tasks" / "main.yml"), trusted_as_template=True)
 
 
-def _preflight_task(name: str) -> dict:
-    return next(task for task in PREFLIGHT if task["name"] == name)
+def _task(tasks: list, name: str) -> dict:
+    return next(task for task in tasks if task["name"] == name)
 
 
 def test_argument_spec_accepts_the_defaults():
@@ -928,13 +937,21 @@ def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_d
     """argument_specs types nvidia_driver_version as str only: a malformed string passes it ..."""
     result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(DEFAULTS, nvidia_driver_version="580.95.05-1ubuntu1"))
     assert result.error_messages == []
-    # ... and the role's first assert rejects it, with the regex kept in vars/main.yml.
-    task = _preflight_task("Check that nvidia_driver_version is an upstream driver version")
-    assert "__nvidia_driver_version_regex" in task["ansible.builtin.assert"]["that"]
-    assert (
-        Role("ubuntu2204", nvidia_driver_version="580.95.05-1ubuntu1").condition(task["ansible.builtin.assert"]["that"])
-        is False
+    # ... and the role's first check rejects it, with the regex kept in vars/main.yml, before the no-GPU exit.
+    role = Role("ubuntu2204", nvidia_driver_version="580.95.05-1ubuntu1")
+    assert "__nvidia_driver_version_regex" in role.variables["__nvidia_driver_variable_checks"]["version"]["ok"]
+    assert role.check("version", "variable") is False
+    assert role["__nvidia_driver_variable_errors"] == [
+        "nvidia_driver_version is '580.95.05-1ubuntu1', which is not an NVIDIA driver version: use the upstream "
+        'version as nvidia-smi prints it, e.g. "580.95.05" (no package revision such as "-1ubuntu1"), or "" for the '
+        "newest driver of the branch."
+    ]
+    names = [task["name"] for task in MAIN]
+    check = _task(
+        MAIN, "Check that nvidia_driver_version and nvidia_driver_branch are a driver version and branch that agree"
     )
+    assert check["when"] == "__nvidia_driver_variable_errors | length > 0"
+    assert names.index(check["name"]) < names.index("Leave the node without an NVIDIA GPU alone")
 
 
 @pytest.mark.parametrize(
@@ -959,18 +976,14 @@ def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_d
     ],
 )
 def test_preflight_version_assert(version, valid):
-    that = _preflight_task("Check that nvidia_driver_version is an upstream driver version")["ansible.builtin.assert"][
-        "that"
-    ]
-    assert Role("rocky9", nvidia_driver_version=version).condition(that) is valid
+    assert Role("rocky9", nvidia_driver_version=version).check("version", "variable") is valid
 
 
 @pytest.mark.parametrize(
     ("branch", "valid"), [("", True), ("580", True), (570, True), ("58", False), ("580-server", False)]
 )
 def test_preflight_branch_assert(branch, valid):
-    that = _preflight_task("Check that nvidia_driver_branch is a driver branch")["ansible.builtin.assert"]["that"]
-    assert Role("rocky9", nvidia_driver_branch=branch).condition(that) is valid
+    assert Role("rocky9", nvidia_driver_branch=branch).check("branch", "variable") is valid
 
 
 @pytest.mark.parametrize(
@@ -978,11 +991,9 @@ def test_preflight_branch_assert(branch, valid):
     [("", "580.95.05", True), ("580", "", True), ("580", "580.95.05", True), ("570", "580.95.05", False)],
 )
 def test_preflight_branch_and_version_must_agree(branch, version, valid):
-    that = _preflight_task("Check that nvidia_driver_version belongs to nvidia_driver_branch")[
-        "ansible.builtin.assert"
-    ]["that"]
     role = Role("rocky9", nvidia_driver_branch=branch, nvidia_driver_version=version)
-    assert role.condition(that) is valid
+    assert role.check("version_of_branch", "variable") is valid
+    assert (role["__nvidia_driver_variable_errors"] == []) is valid
 
 
 @pytest.mark.parametrize(
@@ -998,9 +1009,7 @@ def test_preflight_branch_and_version_must_agree(branch, version, valid):
     ],
 )
 def test_preflight_branch_must_be_packaged(platform, variables, valid):
-    block = _preflight_task("Check the platform and the variables against it")["block"]
-    task = next(t for t in block if t["name"] == "Check that the platform packages the requested branch")
-    assert Role(platform, **variables).condition(task["ansible.builtin.assert"]["that"]) is valid
+    assert Role(platform, **variables).check("branch_packaged") is valid
 
 
 # ---- templates ----------------------------------------------------------------------------------------------------
@@ -1081,11 +1090,8 @@ def test_install_pending_only_in_check_mode(check_mode, result, pending):
 # ---- driver version changes: refused in site.yml, done by playbooks/upgrade_driver.yml ----------------------
 
 
-def _version_change_check() -> dict:
-    block = _preflight_task("Refuse a driver version change outside the rolling upgrade")
-    return next(
-        task for task in block["block"] if task["name"] == "Check that this run keeps the node's driver version"
-    )
+def _preflight_check_task() -> dict:
+    return _task(PREFLIGHT, "Check the platform, the variables and the node against each other")
 
 
 @pytest.mark.parametrize(
@@ -1113,10 +1119,12 @@ def test_a_driver_version_change_is_detected_from_the_loaded_else_the_installed_
     role = Role(
         "ubuntu2204",
         facts={"packages": packages, "gpu_node": {"driver": {"loaded": loaded is not None, "version": loaded}}},
+        nvidia_driver_version_change="refuse",
         **variables,
     )
     assert role["__nvidia_driver_changes_version"] is changes
-    assert role.condition(_version_change_check()["ansible.builtin.assert"]["that"]) is (not changes)
+    assert role.check("version_kept") is (not changes)
+    assert role.condition(_preflight_check_task()["ansible.builtin.assert"]["that"]) is (not changes)
 
 
 def test_the_refusal_names_the_versions_and_the_rolling_playbook():
@@ -1124,9 +1132,19 @@ def test_the_refusal_names_the_versions_and_the_rolling_playbook():
         "debian12",
         facts={"gpu_node": {"driver": {"loaded": True, "version": "535.216.01"}}},
         nvidia_driver_version="550.163.01",
+        nvidia_driver_version_change="refuse",
     )
-    message = role.templar.template(trust_as_template(_version_change_check()["ansible.builtin.assert"]["fail_msg"]))
-    assert " ".join(message.split()) == (
+    assert not role.check("version_kept")
+    allowed = Role(
+        "debian12",
+        facts={"gpu_node": {"driver": {"loaded": True, "version": "535.216.01"}}},
+        nvidia_driver_version="550.163.01",
+    )
+    assert allowed.check("version_kept")  # the rolling upgrade (allow) changes the version
+    failed = role.templar.template(trust_as_template(_preflight_check_task()["ansible.builtin.assert"]["fail_msg"]))
+    # Debian 12 packages only 535, so the run also names that broken check; each check keeps its own words
+    assert role.check_message("version_kept") in " ".join(failed.split())
+    assert role.check_message("version_kept") == (
         "node1 has NVIDIA driver 535.216.01 (loaded), but nvidia_driver_version is 550.163.01. Changing it replaces "
         "the driver under running GPU pods and reboots the node, and this play would do that to all its nodes at "
         "once, without a drain. Nothing was changed. Upgrade with the rolling playbook, which drains and reboots one "
@@ -1136,8 +1154,7 @@ def test_the_refusal_names_the_versions_and_the_rolling_playbook():
 
 
 def test_site_yml_refuses_version_changes_and_the_rolling_upgrade_allows_them():
-    block = _preflight_task("Refuse a driver version change outside the rolling upgrade")
-    assert "nvidia_driver_version_change == 'refuse'" in block["when"]
+    assert "nvidia_driver_version_change == 'refuse'" in Role("debian12").variables["__nvidia_driver_refuses_changes"]
     gpu_nodes = yaml.safe_load((ROOT / "playbooks" / "gpu_nodes.yml").read_text())[0]
     [driver] = [role for role in gpu_nodes["roles"] if role["role"] == "nvidia_driver"]
     assert driver["vars"]["nvidia_driver_version_change"] == "refuse"
@@ -1160,11 +1177,6 @@ def _fabricmanager_role(platform: str, driver: str | None, fabricmanager: str | 
     return Role(platform, facts={"packages": packages, "gpu_node": {"nvswitch_count": 4}}, **variables)
 
 
-def _refuse_block_task(name: str) -> dict:
-    block = _preflight_task("Refuse a driver version change outside the rolling upgrade")
-    return next(task for task in block["block"] if task["name"] == name)
-
-
 @pytest.mark.parametrize(
     ("platform", "driver", "fabricmanager", "apart"),
     [
@@ -1177,16 +1189,20 @@ def _refuse_block_task(name: str) -> dict:
     ],
 )
 def test_fabric_manager_apart_from_the_driver_is_found(platform, driver, fabricmanager, apart):
-    role = _fabricmanager_role(platform, driver, fabricmanager)
+    role = _fabricmanager_role(platform, driver, fabricmanager, nvidia_driver_version_change="refuse")
     assert role["__nvidia_driver_fabricmanager_apart"] is apart
-    check = _refuse_block_task("Check that the fabric manager is at the driver's exact version")
-    assert role.condition(check["ansible.builtin.assert"]["that"]) is (not apart)
+    assert role.check("fabricmanager_with_driver") is (not apart)
+    # nvidia_driver_version_change allow (the rolling upgrade) puts them together instead of failing
+    assert _fabricmanager_role(platform, driver, fabricmanager).check("fabricmanager_with_driver")
 
 
 def test_fabric_manager_apart_fails_the_refusing_run_with_the_fix():
-    role = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1")
-    check = _refuse_block_task("Check that the fabric manager is at the driver's exact version")
-    message = " ".join(role.templar.template(trust_as_template(check["ansible.builtin.assert"]["fail_msg"])).split())
+    role = _fabricmanager_role(
+        "ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1", nvidia_driver_version_change="refuse"
+    )
+    check = _preflight_check_task()["ansible.builtin.assert"]
+    assert not role.condition(check["that"])
+    message = " ".join(role.templar.template(trust_as_template(check["fail_msg"])).split())
     assert message.startswith(
         "node1 has NVIDIA Fabric Manager 580.95.05 (nvidia-fabricmanager-580) but NVIDIA driver 580.178.04."
     )
@@ -1198,9 +1214,13 @@ def test_fabric_manager_apart_fails_the_refusing_run_with_the_fix():
 
 
 def test_fabric_manager_is_read_in_the_refusing_preflight_even_with_a_loaded_driver():
-    task = _refuse_block_task("Read the installed packages (the installed driver's and fabric manager's versions)")
-    role = Role("ubuntu2404", facts={"gpu_node": {"nvswitch_count": 4, "driver": {"loaded": True, "version": "1.2"}}})
-    assert role.condition(task["when"])
+    task = _task(
+        PREFLIGHT, "Read the installed packages (the driver's and fabric manager's versions, host driver packages)"
+    )
+    facts = {"gpu_node": {"nvswitch_count": 4, "driver": {"loaded": True, "version": "1.2"}}}
+    assert Role("ubuntu2404", facts=facts, nvidia_driver_version_change="refuse").condition(task["when"])
+    assert not Role("ubuntu2404", facts=facts).condition(task["when"])
+    assert Role("ubuntu2404", facts=facts, nvidia_driver_managed_by="operator").condition(task["when"])
 
 
 def test_the_install_ends_with_the_fabric_manager_at_the_drivers_version():
@@ -1236,3 +1256,131 @@ def test_the_fabric_manager_of_a_prefix_pin_gets_the_installed_full_version():
     assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
     exact = _fabricmanager_role("ubuntu2404", "580.95.05-0ubuntu1", None, nvidia_driver_version="580.95.05")
     assert exact["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.95.05-*"
+
+
+# ---- the short path of a node the role leaves alone, and the preflight's reads ------------------------------------
+
+
+def test_a_node_without_gpu_runs_the_variable_check_then_ends_the_role_before_anything_else():
+    """The no-op path of a node without a GPU (issue 16): argument validation, argument_types, the variable check, the
+    report and end_role; the platform data, the node reads and every task that changes something come after."""
+    names = [task["name"] for task in MAIN]
+    end = names.index("Leave the node without an NVIDIA GPU alone")
+    assert [next(k for k in task if "." in k or k == "argument_types") for task in MAIN[: end + 1]] == [
+        "argument_types",
+        "ansible.builtin.fail",
+        "ansible.builtin.debug",
+        "ansible.builtin.meta",
+    ]
+    assert MAIN[end]["ansible.builtin.meta"] == "end_role"
+    assert MAIN[end]["when"] == MAIN[end - 1]["when"] == "__nvidia_driver_skip"
+    assert Role("debian12", facts={"gpu_node": {"has_gpu": False}}).condition(MAIN[end]["when"])
+    assert not Role("debian12", facts={"gpu_node": {"has_gpu": False}}, nvidia_driver_force=True).condition(
+        MAIN[end]["when"]
+    )
+    assert PREFLIGHT[0]["name"] == "Load the NVIDIA driver data for this platform"
+    assert names.index("Check the platform, the variables and the node before changing anything") > end
+
+
+def test_operator_mode_ends_after_the_nouveau_blacklist():
+    names = [task["name"] for task in MAIN]
+    end = names.index("Leave the driver to the GPU Operator's driver container (operator mode)")
+    assert names.index("Keep nouveau from claiming the NVIDIA GPUs") < end
+    assert names.index("Configure the package sources the driver comes from") > end
+    assert Role("debian12", nvidia_driver_managed_by="operator").condition(MAIN[end]["when"])
+    assert not Role("debian12").condition(MAIN[end]["when"])
+
+
+PROBE_ONE_KEY = "present: /var/lib/dkms/mok.key\nno certificate at /var/lib/dkms/mok.pub\n"
+PROBE_BOTH = "present: /var/lib/dkms/mok.key\npresent: /var/lib/dkms/mok.pub\n/var/lib/dkms/mok.pub is not enrolled\n"
+
+
+@pytest.mark.parametrize(
+    ("probe", "present", "pair_ok"),
+    [
+        ("no certificate at /var/lib/dkms/mok.pub\n", [], True),
+        (PROBE_ONE_KEY, ["/var/lib/dkms/mok.key"], False),
+        (PROBE_BOTH, ["/var/lib/dkms/mok.key", "/var/lib/dkms/mok.pub"], True),
+    ],
+)
+def test_the_probe_tells_which_mok_files_exist(probe, present, pair_ok):
+    role = Role(
+        "debian12",
+        facts={"gpu_node": {"secure_boot": True}},
+        nvidia_driver_mok_password="x",
+        __nvidia_driver_mok_probe={"stdout": probe},
+    )
+    assert role["__nvidia_driver_mok_present"] == present
+    assert role.check("mok_files") is pair_ok
+    if not pair_ok:
+        assert role.check_message("mok_files").endswith(
+            "but only /var/lib/dkms/mok.key exists. Copy the other file of the pair there (or give both as "
+            "nvidia_driver_mok_key_content and nvidia_driver_mok_cert_content), or remove it to let the role create a "
+            "new pair. Nothing was changed."
+        )
+
+
+@pytest.mark.parametrize(
+    ("probe", "which"),
+    [
+        ("", "the role creates"),
+        (
+            "present: /var/lib/shim-signed/mok/MOK.priv\npresent: /var/lib/shim-signed/mok/MOK.der\n"
+            "no mokutil or openssl\n",
+            "the firmware has not enrolled yet",
+        ),
+    ],
+)
+def test_a_mok_without_password_is_refused_naming_whether_the_role_creates_it(probe, which):
+    role = Role("ubuntu2404", facts={"gpu_node": {"secure_boot": True}}, __nvidia_driver_mok_probe={"stdout": probe})
+    assert not role.check("mok_password")
+    assert f"(/var/lib/shim-signed/mok/MOK.der), which {which}." in role.check_message("mok_password")
+    assert role.check_message("mok_password").endswith(
+        "Nothing was changed. Or set nvidia_driver_ubuntu_precompiled to true to use Canonical's signed modules."
+    )
+    # without Secure Boot nothing is signed, so nothing is asked
+    assert Role("ubuntu2404", __nvidia_driver_mok_probe={"stdout": probe}).check("mok_password")
+
+
+def test_the_preflight_names_every_broken_check_in_one_run():
+    role = Role(
+        "ubuntu2404",
+        arch="ppc64le",
+        nvidia_driver_ubuntu_precompiled=True,
+        nvidia_driver_ubuntu_cuda_repo=True,
+    )
+    broken = [name for name in role.variables["__nvidia_driver_preflight_checks"] if not role.check(name)]
+    assert broken == ["architecture", "ubuntu_sources"]
+    assert role["__nvidia_driver_preflight_errors"] == [role.check_message(name) for name in broken]
+    assert Role("ubuntu2404")["__nvidia_driver_preflight_errors"] == []
+
+
+@pytest.mark.parametrize(
+    ("hold", "recorded", "installed", "selections"),
+    [
+        (True, None, ["linux-headers-amd64"], {"linux-headers-amd64": "hold"}),
+        (False, ["linux-headers-amd64"], ["linux-headers-amd64"], {"linux-headers-amd64": "install"}),
+        # a recorded hold of a package that is gone is forgotten, not selected
+        (False, ["linux-image-amd64"], ["linux-headers-amd64"], {}),
+        (False, None, ["linux-headers-amd64"], {}),
+    ],
+)
+def test_the_apt_kernel_hold_selects_hold_or_install(hold, recorded, installed, selections):
+    task = next(
+        t
+        for t in yaml.safe_load((ROLE / "tasks" / "kernel_hold.yml").read_text())
+        if "ansible.builtin.dpkg_selections" in t
+    )
+    before = {"content": base64.b64encode(json.dumps(recorded).encode()).decode()} if recorded else {"failed": True}
+    role = Role(
+        "debian12",
+        facts={"packages": {name: [{"version": "1"}] for name in installed}},
+        nvidia_driver_hold_kernel=hold,
+        __nvidia_driver_kernel_hold_before=before,
+    )
+    items = role.templar.template(trust_as_template(task["loop"]))
+    chosen = {}
+    for item in items:
+        templar = role.templar.copy_with_new_env(available_variables=dict(role.variables, item=item))
+        chosen[item] = templar.template(trust_as_template(task["ansible.builtin.dpkg_selections"]["selection"]))
+    assert chosen == selections
