@@ -1,0 +1,125 @@
+"""runtime_config_state: the one node read of runtime_config before it writes (binary, files, pending restarts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from conftest import load_module, run_module
+
+MOD = load_module("runtime_config_state")
+
+
+def _args(tmp_path, binary=None, runtimes=("docker", "containerd")):
+    stand_in = tmp_path / "nvidia-container-runtime"
+    stand_in.write_text("#!/bin/sh\n")
+    stand_in.chmod(0o755)
+    return {
+        "runtimes": list(runtimes),
+        "files": {"docker": str(tmp_path / "daemon.json"), "containerd": str(tmp_path / "config.toml")},
+        "binary": binary or str(stand_in),
+        "name": "nvidia",
+        "state_dir": str(tmp_path),
+    }
+
+
+def _systemd_started(monkeypatch, started_us: int):
+    calls = []
+
+    def run_command(self, argv, **_kwargs):
+        calls.append(argv)
+        return 0, f"{started_us}\n", ""
+
+    monkeypatch.setattr(MOD.AnsibleModule, "run_command", run_command)
+    return calls
+
+
+def test_reads_each_config_files_attributes_and_dockers_default_runtime(tmp_path):
+    (tmp_path / "daemon.json").write_text('{"default-runtime": "nvidia", "runtimes": {}}')
+    (tmp_path / "daemon.json").chmod(0o600)
+    res = run_module(MOD, _args(tmp_path))
+    assert not res.failed and not res.result["changed"], res.result
+    docker = res.result["files"]["docker"]
+    assert docker["exists"] and docker["mode"] == "0600" and docker["owner"] and docker["group"]
+    assert res.result["files"]["containerd"] == {"path": str(tmp_path / "config.toml"), "exists": False}
+    assert res.result["docker_default_runtime"] == "nvidia"
+    assert res.result["binary_found"] is True and res.result["pending"] == {} and res.result["applied"] == []
+
+
+def test_an_unreadable_daemon_json_is_left_to_the_merge_module(tmp_path):
+    (tmp_path / "daemon.json").write_text('{"default-runtime": ')
+    assert run_module(MOD, _args(tmp_path)).result["docker_default_runtime"] is None
+
+
+@pytest.mark.parametrize("binary", ["/nonexistent/runtime", "gpunode-no-such-command"])
+def test_a_missing_binary_is_refused_before_anything_changes(tmp_path, monkeypatch, binary):
+    marker = tmp_path / "pending-restart-docker.json"
+    marker.write_text("{}")
+    _systemd_started(monkeypatch, int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6))  # applied since
+    res = run_module(MOD, _args(tmp_path, binary=binary))
+    assert res.failed
+    assert f"runtime_config_binary={binary} does not exist (or is not executable)" in res.result["msg"]
+    assert "Nothing was changed." in res.result["msg"]
+    assert marker.exists()
+
+
+def test_a_file_that_is_not_executable_is_not_the_binary(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    assert run_module(MOD, _args(tmp_path, binary=str(plain))).failed
+
+
+def test_a_missing_binary_is_only_a_warning_in_check_mode(tmp_path, capsys):
+    res = run_module(MOD, _args(tmp_path, binary="/nonexistent/runtime"), check_mode=True)
+    assert not res.failed and res.result["binary_found"] is False
+    assert "a real run refuses to register it" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_node_without_runtimes_needs_no_binary(tmp_path):
+    assert not run_module(MOD, _args(tmp_path, binary="/nonexistent/runtime", runtimes=())).failed
+
+
+def test_a_change_not_applied_yet_is_returned_for_the_restart(tmp_path, monkeypatch):
+    entry = {"path": "/etc/containerd/config.toml", "existed": True, "backup_file": "/b", "mode": "0600"}
+    marker = tmp_path / "pending-restart-containerd.json"
+    marker.write_text(json.dumps(entry, indent=4) + "\n")
+    calls = _systemd_started(monkeypatch, 1)  # containerd started long before the marker was written
+    res = run_module(MOD, _args(tmp_path))
+    assert res.result["pending"] == {"containerd": entry}
+    assert not res.result["changed"] and marker.exists()
+    assert calls == [["systemctl", "show", "containerd", "-p", "ExecMainStartTimestampMonotonic", "--value"]]
+
+
+def test_a_runtime_never_started_still_has_its_change_pending(tmp_path, monkeypatch):
+    (tmp_path / "pending-restart-docker.json").write_text("{}")
+    _systemd_started(monkeypatch, 0)
+    assert run_module(MOD, _args(tmp_path)).result["pending"] == {"docker": {}}
+
+
+@pytest.mark.parametrize("check_mode", [False, True])
+def test_a_change_the_runtime_applied_since_is_forgotten(tmp_path, monkeypatch, check_mode):
+    marker = tmp_path / "pending-restart-docker.json"
+    marker.write_text("{}")
+    past = time.time() - 600
+    os.utime(marker, (past, past))
+    _systemd_started(monkeypatch, int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6) - 1_000_000)
+    res = run_module(MOD, _args(tmp_path), check_mode=check_mode)
+    assert res.result["changed"] and res.result["applied"] == ["docker"] and res.result["pending"] == {}
+    assert marker.exists() == check_mode
+
+
+def test_a_broken_marker_names_the_file_and_the_fix(tmp_path, monkeypatch):
+    (tmp_path / "pending-restart-docker.json").write_text("{not json")
+    _systemd_started(monkeypatch, 1)
+    res = run_module(MOD, _args(tmp_path))
+    assert res.failed and "pending-restart-docker.json is not the JSON" in res.result["msg"]
+    assert "remove the file" in res.result["msg"]
+
+
+def test_systemd_that_does_not_answer_fails_the_read(tmp_path, monkeypatch):
+    (tmp_path / "pending-restart-docker.json").write_text("{}")
+    monkeypatch.setattr(MOD.AnsibleModule, "run_command", lambda self, argv, **kw: (1, "", "Failed to connect to bus"))
+    res = run_module(MOD, _args(tmp_path))
+    assert res.failed and "Failed to connect to bus" in res.result["msg"]
