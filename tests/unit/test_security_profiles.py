@@ -451,3 +451,56 @@ def test_readme_documents_every_variable():
 
 def test_template_path_mirrors_the_target():
     assert Path(ROLE / "templates" / "etc" / "apparmor.d" / "fuse.j2").is_file()
+
+
+# --- the no-op path of the seccomp part ------------------------------------------------------
+
+
+def test_seccomp_install_runs_only_when_a_profile_is_missing_or_differs(tmp_path):
+    """tasks/seccomp.yml stats the profiles and skips seccomp_install.yml as a whole on an unchanged node;
+    a missing, edited or re-moded profile brings the install back (and the install makes it right again).
+    One ansible-playbook run: install, re-run, then break the files one way at a time and re-run."""
+    root = tmp_path / "seccomp"
+    profiles = root / "profiles"
+    run_role = {
+        "ansible.builtin.include_role": {"name": "security_profiles", "tasks_from": "seccomp.yml"},
+        "vars": {
+            "security_profiles_seccomp_kubelet_root": str(root),
+            "security_profiles_seccomp_docker_dir": "",
+            "security_profiles_seccomp_install_nomount": True,
+            "gpu_node_facts_gather_runtimes": False,
+        },
+    }
+    tasks = [{"name": "RUN-1 on an empty directory", **run_role}, {"name": "RUN-2 on an unchanged node", **run_role}]
+    for number, (what, breaking) in enumerate(
+        [
+            ("Edit a profile", f"printf ' ' >> {profiles}/fuse.json"),
+            ("Re-mode a profile", f"chmod 0600 {profiles}/fuse.json"),
+            ("Remove a profile, re-mode the directory", f"rm {profiles}/fuse-nomount.json; chmod 0700 {profiles}"),
+        ],
+        start=3,
+    ):
+        tasks += [
+            {"name": what, "ansible.builtin.shell": breaking},
+            {"name": f"RUN-{number} after: {what}", **run_role},
+        ]
+    playbook = tmp_path / "seccomp.yml"
+    playbook.write_text(
+        yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}])
+    )
+    result = run_local_playbook(playbook)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    runs = re.split(r"TASK \[RUN-\d", result.stdout)[1:]
+    install_task = "TASK [security_profiles : Install the seccomp profiles where the kubelet and docker find them]"
+    assert [install_task in run for run in runs] == [True, False, True, True, True], result.stdout
+    assert "TASK [security_profiles : Look up the installed seccomp profiles]" in runs[1]
+    written = (profiles / "fuse.json").read_bytes()
+    assert hashlib.sha256(written).hexdigest() == RENDERED_SHA256[(platform_arch(), "fuse")]
+    assert (profiles / "fuse-nomount.json").is_file()
+    assert oct(profiles.stat().st_mode & 0o777) == "0o755"
+
+
+def platform_arch() -> str:
+    import platform
+
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
