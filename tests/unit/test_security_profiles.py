@@ -504,3 +504,66 @@ def platform_arch() -> str:
     import platform
 
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
+
+
+# --- the fuse role: whether crun is installed, decided by lazily evaluated vars --------------------
+
+FUSE_ROLE = ROOT / "roles" / "fuse"
+
+# (installed runc, installed crun, fuse_oci_runtime, the archive's answer) -> (crun installed, version offered)
+CRUN_CASES = [
+    ("1.1.5", None, "auto", "crun:\n  Installed: (none)\n  Candidate: 1.8.1-1+deb12u1\n", False, "1.8.1"),
+    ("1.1.5", None, "auto", "crun:\n  Installed: (none)\n  Candidate: 1:1.14.1-1\n", True, "1.14.1"),
+    (None, None, "auto", "crun:\n  Installed: (none)\n  Candidate: (none)\n", False, ""),
+    ("1.2.5", None, "auto", None, False, ""),
+    ("1.1.5", None, "none", "crun:\n  Candidate: 1.19-1\n", False, "1.19"),
+    ("1.2.5", None, "crun", None, True, ""),
+    (None, "1.9", "auto", None, False, ""),
+]
+
+
+def test_fuse_installs_crun_only_where_runc_is_too_old_and_the_archive_offers_crun_1_9():
+    cases = []
+    for runc, crun, mode, answer, install, offered in CRUN_CASES:
+        case_vars = {
+            "fuse_oci_runtime": mode,
+            "fuse_install_packages": True,
+            "ansible_facts": {
+                "os_family": "Debian",
+                "gpu_node": {"oci_runtimes": {"runc": {"version": runc}, "crun": {"version": crun}}},
+            },
+            "__fuse_crun_candidate": {"stdout": answer} if answer is not None else {"skipped": True},
+        }
+        cases.append((case_vars, install, offered))
+    playbook = yaml.safe_dump(
+        [
+            {
+                "hosts": "localhost",
+                "connection": "local",
+                "gather_facts": False,
+                "vars_files": [str(FUSE_ROLE / "vars" / "main.yml")],
+                "tasks": [
+                    {
+                        "name": f"Case {number}",
+                        "ansible.builtin.assert": {
+                            "that": [
+                                f"__fuse_install_crun | bool == {install}",
+                                f"__fuse_crun_offered == {offered!r}",
+                                f"__fuse_package_names == {['fuse3'] + (['crun'] if install else [])!r}",
+                            ]
+                        },
+                        "vars": case_vars,
+                    }
+                    for number, (case_vars, install, offered) in enumerate(cases)
+                ],
+            }
+        ]
+    )
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as handle:
+        handle.write(playbook)
+        handle.flush()
+        result = run_local_playbook(handle.name)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.stdout.count("ok: [localhost]") == len(cases)
