@@ -532,7 +532,8 @@ def test_fuse_installs_crun_only_where_runc_is_too_old_and_the_archive_offers_cr
                 "os_family": "Debian",
                 "gpu_node": {"oci_runtimes": {"runc": {"version": runc}, "crun": {"version": crun}}},
             },
-            "__fuse_crun_candidate": {"stdout": answer} if answer is not None else {"skipped": True},
+            # what the node read printed: the archive's answer (when it was asked), then the udev line
+            "__fuse_node": {"stdout": (answer or "") + "udev-rules-dir", "stdout_lines": ["udev-rules-dir"]},
         }
         cases.append((case_vars, install, offered))
     playbook = yaml.safe_dump(
@@ -550,6 +551,7 @@ def test_fuse_installs_crun_only_where_runc_is_too_old_and_the_archive_offers_cr
                                 f"__fuse_install_crun | bool == {install}",
                                 f"__fuse_crun_offered == {offered!r}",
                                 f"__fuse_package_names == {['fuse3'] + (['crun'] if install else [])!r}",
+                                "__fuse_udev | bool",
                             ]
                         },
                         "vars": case_vars,
