@@ -451,3 +451,121 @@ def test_readme_documents_every_variable():
 
 def test_template_path_mirrors_the_target():
     assert Path(ROLE / "templates" / "etc" / "apparmor.d" / "fuse.j2").is_file()
+
+
+# --- the no-op path of the seccomp part ------------------------------------------------------
+
+
+def test_seccomp_install_runs_only_when_a_profile_is_missing_or_differs(tmp_path):
+    """tasks/seccomp.yml stats the profiles and skips seccomp_install.yml as a whole on an unchanged node;
+    a missing, edited or re-moded profile brings the install back (and the install makes it right again).
+    One ansible-playbook run: install, re-run, then break the files one way at a time and re-run."""
+    root = tmp_path / "seccomp"
+    profiles = root / "profiles"
+    run_role = {
+        "ansible.builtin.include_role": {"name": "security_profiles", "tasks_from": "seccomp.yml"},
+        "vars": {
+            "security_profiles_seccomp_kubelet_root": str(root),
+            "security_profiles_seccomp_docker_dir": "",
+            "security_profiles_seccomp_install_nomount": True,
+            "gpu_node_facts_gather_runtimes": False,
+        },
+    }
+    tasks = [{"name": "RUN-1 on an empty directory", **run_role}, {"name": "RUN-2 on an unchanged node", **run_role}]
+    for number, (what, breaking) in enumerate(
+        [
+            ("Edit a profile", f"printf ' ' >> {profiles}/fuse.json"),
+            ("Re-mode a profile", f"chmod 0600 {profiles}/fuse.json"),
+            ("Remove a profile, re-mode the directory", f"rm {profiles}/fuse-nomount.json; chmod 0700 {profiles}"),
+        ],
+        start=3,
+    ):
+        tasks += [
+            {"name": what, "ansible.builtin.shell": breaking},
+            {"name": f"RUN-{number} after: {what}", **run_role},
+        ]
+    playbook = tmp_path / "seccomp.yml"
+    playbook.write_text(
+        yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}])
+    )
+    result = run_local_playbook(playbook)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    runs = re.split(r"TASK \[RUN-\d", result.stdout)[1:]
+    install_task = "TASK [security_profiles : Install the seccomp profiles where the kubelet and docker find them]"
+    assert [install_task in run for run in runs] == [True, False, True, True, True], result.stdout
+    assert "TASK [security_profiles : Look up the installed seccomp profiles]" in runs[1]
+    written = (profiles / "fuse.json").read_bytes()
+    assert hashlib.sha256(written).hexdigest() == RENDERED_SHA256[(platform_arch(), "fuse")]
+    assert (profiles / "fuse-nomount.json").is_file()
+    assert oct(profiles.stat().st_mode & 0o777) == "0o755"
+
+
+def platform_arch() -> str:
+    import platform
+
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
+
+
+# --- the fuse role: whether crun is installed, decided by lazily evaluated vars --------------------
+
+FUSE_ROLE = ROOT / "roles" / "fuse"
+
+# (installed runc, installed crun, fuse_oci_runtime, the archive's answer) -> (crun installed, version offered)
+CRUN_CASES = [
+    ("1.1.5", None, "auto", "crun:\n  Installed: (none)\n  Candidate: 1.8.1-1+deb12u1\n", False, "1.8.1"),
+    ("1.1.5", None, "auto", "crun:\n  Installed: (none)\n  Candidate: 1:1.14.1-1\n", True, "1.14.1"),
+    (None, None, "auto", "crun:\n  Installed: (none)\n  Candidate: (none)\n", False, ""),
+    ("1.2.5", None, "auto", None, False, ""),
+    ("1.1.5", None, "none", "crun:\n  Candidate: 1.19-1\n", False, "1.19"),
+    ("1.2.5", None, "crun", None, True, ""),
+    (None, "1.9", "auto", None, False, ""),
+]
+
+
+def test_fuse_installs_crun_only_where_runc_is_too_old_and_the_archive_offers_crun_1_9():
+    cases = []
+    for runc, crun, mode, answer, install, offered in CRUN_CASES:
+        case_vars = {
+            "fuse_oci_runtime": mode,
+            "fuse_install_packages": True,
+            "ansible_facts": {
+                "os_family": "Debian",
+                "gpu_node": {"oci_runtimes": {"runc": {"version": runc}, "crun": {"version": crun}}},
+            },
+            # what the node read printed: the archive's answer (when it was asked), then the udev line
+            "__fuse_node": {"stdout": (answer or "") + "udev-rules-dir", "stdout_lines": ["udev-rules-dir"]},
+        }
+        cases.append((case_vars, install, offered))
+    playbook = yaml.safe_dump(
+        [
+            {
+                "hosts": "localhost",
+                "connection": "local",
+                "gather_facts": False,
+                "vars_files": [str(FUSE_ROLE / "vars" / "main.yml")],
+                "tasks": [
+                    {
+                        "name": f"Case {number}",
+                        "ansible.builtin.assert": {
+                            "that": [
+                                f"__fuse_install_crun | bool == {install}",
+                                f"__fuse_crun_offered == {offered!r}",
+                                f"__fuse_package_names == {['fuse3'] + (['crun'] if install else [])!r}",
+                                "__fuse_udev | bool",
+                            ]
+                        },
+                        "vars": case_vars,
+                    }
+                    for number, (case_vars, install, offered) in enumerate(cases)
+                ],
+            }
+        ]
+    )
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yml") as handle:
+        handle.write(playbook)
+        handle.flush()
+        result = run_local_playbook(handle.name)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert result.stdout.count("ok: [localhost]") == len(cases)
