@@ -335,3 +335,15 @@ def test_fail_on_error_false_reports_without_failing(node):
     assert result.returncode == 0, result.stdout + result.stderr
     assert report["summary"]["fail"] == 6
     assert yaml.safe_load(json.dumps(report)) == report
+
+
+def test_the_role_reads_fresh_facts_and_the_shared_values_through_gpu_node_facts():
+    role = ROOT / "roles" / "gpu_validate"
+    # a parameter of its own makes the dependency run again where another role's gpu_node_facts ran earlier in
+    # the play (playbooks/upgrade_driver.yml validates after a reboot)
+    dependencies = yaml.safe_load((role / "meta" / "main.yml").read_text())["dependencies"]
+    assert dependencies == [{"role": "gpu_node_facts", "gpu_node_facts_gather_runtimes": True}]
+    role_text = "".join(p.read_text() for p in sorted(role.rglob("*.yml")))
+    assert "__gpu_validate_known_runtimes" not in role_text and "__gpu_validate_kubelet_dropin_min" not in role_text
+    assert "__gpu_node_facts_runtimes" in role_text and "__gpu_node_facts_kubelet_dropin_min" in role_text
+    assert "include_tasks" not in role_text
