@@ -117,8 +117,11 @@ def kubelet_version(value) -> str:
     return "{}.{}.{}".format(*parsed)
 
 
-def kubelet_config_plan(version, requested_mode: str = "auto") -> dict:
+def kubelet_config_plan(version, requested_mode: str = "auto", dropin_min=None) -> dict:
     """Decide how the configuration is written for a kubelet of ``version``.
+
+    ``dropin_min`` is the first release with --config-dir (the role passes gpu_node_facts'
+    ``__gpu_node_facts_kubelet_dropin_min``; None means DROPIN_ALPHA).
 
     Returns ``mode`` (``dropin`` or ``merge``), ``dropin_support`` (``none``,
     ``alpha``, ``beta`` or ``ga``), ``alpha_env`` (whether the kubelet needs
@@ -130,11 +133,12 @@ def kubelet_config_plan(version, requested_mode: str = "auto") -> dict:
     if requested_mode not in CONFIG_MODES:
         raise AnsibleFilterError(f"kubelet_config_mode {requested_mode!r} is not one of {', '.join(CONFIG_MODES)}")
     minor = parsed[:2]
+    first = _dropin_min(dropin_min)
     if minor >= DROPIN_GA:
         support = "ga"
     elif minor >= DROPIN_BETA:
         support = "beta"
-    elif minor >= DROPIN_ALPHA:
+    elif minor >= first:
         support = "alpha"
     else:
         support = "none"
@@ -143,7 +147,7 @@ def kubelet_config_plan(version, requested_mode: str = "auto") -> dict:
         mode = "merge" if support == "none" else "dropin"
     if mode == "dropin" and support == "none":
         raise AnsibleFilterError(
-            f"kubelet {kubelet_version(version)} has no --config-dir (it arrived in 1.28); "
+            f"kubelet {kubelet_version(version)} has no --config-dir (it arrived in {first[0]}.{first[1]}); "
             "set kubelet_config_mode to auto or merge"
         )
     return {
@@ -344,7 +348,17 @@ def _check_user_namespaces(errors, params) -> None:
         )
 
 
-def kubelet_validate(params: dict, version=None) -> list[str]:
+def _dropin_min(value) -> tuple[int, int]:
+    """The first (major, minor) with --config-dir: ``value`` (a version such as "1.28"), or DROPIN_ALPHA for None."""
+    if value is None:
+        return DROPIN_ALPHA
+    parsed = parse_version(str(value))
+    if parsed is None:
+        raise AnsibleFilterError(f"the kubelet drop-in threshold {value!r} is not a version like 1.28")
+    return parsed[:2]
+
+
+def kubelet_validate(params: dict, version=None, dropin_min=None) -> list[str]:
     """Check the role's variables; return one message per problem (empty when all is well).
 
     ``params`` maps each public variable to its value; ``version`` is the
@@ -361,10 +375,11 @@ def kubelet_validate(params: dict, version=None) -> list[str]:
         version is not None
         and params.get("kubelet_config_mode") == "dropin"
         and parse_version(version) is not None
-        and parse_version(version)[:2] < DROPIN_ALPHA
+        and parse_version(version)[:2] < _dropin_min(dropin_min)
     ):
         errors.append(
-            f"kubelet_config_mode: dropin needs kubelet 1.28 or later (--config-dir), but the kubelet is "
+            f"kubelet_config_mode: dropin needs kubelet {'.'.join(map(str, _dropin_min(dropin_min)))} or later "
+            f"(--config-dir), but the kubelet is "
             f"{kubelet_version(version)}; use auto or merge."
         )
 

@@ -53,9 +53,9 @@ PLAY = """
   connection: local
   gather_facts: false
   tasks:
-    - name: Give the state the role's preflight sets up
+    - name: Give the node facts the role's gpu_node_facts dependency reads, and the runtimes to check
       ansible.builtin.set_fact:
-        __gpu_validate_checks: []
+        __gpu_validate_runtimes: [docker, containerd]  # not read by the confinement family; no "no runtime" row
         __gpu_validate_node: {node}
     - name: Run the confinement check
       ansible.builtin.include_role:
@@ -69,7 +69,7 @@ PLAY = """
         gpu_validate_kubelet_main_config: "{tmp}/missing-config.yaml"
     - name: Write the result
       ansible.builtin.copy:
-        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        content: "{{{{ gpu_validate_results | to_json }}}}"
         dest: "{tmp}/result-{name}.json"
         mode: "0644"
 """
@@ -153,9 +153,8 @@ ISOLATION_PLAY = """
     SCEN: "{scen}"
     FAKE_LOG: "{tmp}/docker.log"
   tasks:
-    - name: Give the state the role's preflight sets up
+    - name: Give the node facts the role's gpu_node_facts dependency reads, and the runtime to check
       ansible.builtin.set_fact:
-        __gpu_validate_checks: []
         __gpu_validate_has_gpu: true
         __gpu_validate_runtimes: [docker]
         __gpu_validate_node: {{has_gpu: true, runtimes: {{docker: {{installed: true, running: true}}}}}}
@@ -168,7 +167,7 @@ ISOLATION_PLAY = """
         gpu_validate_test_image: gpunode-test/busybox:latest
     - name: Write the result
       ansible.builtin.copy:
-        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        content: "{{{{ gpu_validate_results | to_json }}}}"
         dest: "{tmp}/isolation-{scen}.json"
         mode: "0644"
 """
@@ -243,9 +242,8 @@ CONTAINERD_PLAY = """
     SCEN: "{scen}"
     FAKE_LOG: "{tmp}/ctr-{scen}.log"
   tasks:
-    - name: Give the state the role's preflight sets up
+    - name: Give the node facts the role's gpu_node_facts dependency reads, and the runtime to check
       ansible.builtin.set_fact:
-        __gpu_validate_checks: []
         __gpu_validate_has_gpu: true
         __gpu_validate_runtimes: [containerd]
         __gpu_validate_node:
@@ -262,7 +260,7 @@ CONTAINERD_PLAY = """
         gpu_validate_containerd_run_options: [--cpu-shares, "0"]
     - name: Write the result
       ansible.builtin.copy:
-        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        content: "{{{{ gpu_validate_results | to_json }}}}"
         dest: "{tmp}/containerd-{scen}.json"
         mode: "0644"
 """

@@ -3,7 +3,7 @@
 Nothing on the machine is inspected or changed: every command the checks run (docker, ctr,
 containerd, crio, nvidia-ctk, dpkg-query, nvidia-smi) is a small fake script put first on PATH,
 every file they look at lives under pytest's tmp_path, and the node facts that the role's
-preflight would gather (ansible_facts.gpu_node) are given. So the test drives the role's own
+gpu_node_facts dependency would gather (ansible_facts.gpu_node) are given. So the test drives the role's own
 check files (checks.yml, which runs the families of the node-side module gpu_validate_checks, and
 report.yml, through include_role tasks_from) with their states and their
 report writing, on three kinds of node:
@@ -105,10 +105,8 @@ PLAYBOOK = """
     SCEN: "{{ scen }}"
     FAKE_LOG: "{{ fake_log }}"
   tasks:
-    - name: Give the state the role's preflight sets up
+    - name: Give the node facts the role's gpu_node_facts dependency reads, and the runtimes to check
       ansible.builtin.set_fact:
-        __gpu_validate_checks: []
-        __gpu_validate_has_gpu: "{{ has_gpu | bool }}"
         __gpu_validate_runtimes: [docker, containerd, crio]
         __gpu_validate_node:
           has_gpu: "{{ has_gpu | bool }}"
@@ -127,16 +125,13 @@ PLAYBOOK = """
           apparmor_enabled: true
           apparmor: {kernel_enabled: true, securityfs: true}
 
-    - name: Load the Debian settings of the role
-      ansible.builtin.include_vars: "{{ role_dir }}/vars/Debian.yml"
-
     - name: Run each check file of the role (checks.yml runs the families of the node-side module)
       ansible.builtin.include_role:
         name: gpu_validate
         tasks_from: "{{ step[0] }}"
       vars:
         __gpu_validate_families: "{{ step[1] }}"
-        __gpu_validate_apparmor_os: true
+        __gpu_validate_platform: "{{ lookup('ansible.builtin.file', role_dir ~ '/vars/Debian.yml') | from_yaml }}"
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
         __gpu_validate_fuse_device: "{{ fuse_device }}"
@@ -254,7 +249,7 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert "run --rm --runtime nvidia --network none busybox:latest true" in log
     assert "--env NVIDIA_VISIBLE_DEVICES=all --network none busybox:latest sh -c" in log
     assert "--runc-binary /usr/bin/nvidia-container-runtime docker.io/library/busybox:latest" in log
-    assert "changed=3" in result.stdout  # the report directory and its two files
+    assert "changed=2" in result.stdout  # the report directory, and one task for its two files
 
     again, report_again = run(node, "good", True)
     assert again.returncode == 0, again.stdout + again.stderr
@@ -340,3 +335,15 @@ def test_fail_on_error_false_reports_without_failing(node):
     assert result.returncode == 0, result.stdout + result.stderr
     assert report["summary"]["fail"] == 6
     assert yaml.safe_load(json.dumps(report)) == report
+
+
+def test_the_role_reads_fresh_facts_and_the_shared_values_through_gpu_node_facts():
+    role = ROOT / "roles" / "gpu_validate"
+    # a parameter of its own makes the dependency run again where another role's gpu_node_facts ran earlier in
+    # the play (playbooks/upgrade_driver.yml validates after a reboot)
+    dependencies = yaml.safe_load((role / "meta" / "main.yml").read_text())["dependencies"]
+    assert dependencies == [{"role": "gpu_node_facts", "gpu_node_facts_gather_runtimes": True}]
+    role_text = "".join(p.read_text() for p in sorted(role.rglob("*.yml")))
+    assert "__gpu_validate_known_runtimes" not in role_text and "__gpu_validate_kubelet_dropin_min" not in role_text
+    assert "__gpu_node_facts_runtimes" in role_text and "__gpu_node_facts_kubelet_dropin_min" in role_text
+    assert "include_tasks" not in role_text

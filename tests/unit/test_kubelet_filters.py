@@ -208,6 +208,17 @@ def test_config_plan_refuses_dropin_for_old_kubelets():
     )
 
 
+def test_config_plan_and_validate_take_the_drop_in_threshold_from_the_caller():
+    # the role passes gpu_node_facts' __gpu_node_facts_kubelet_dropin_min, the one place of that value
+    assert kb.kubelet_config_plan("1.28.0", "auto", "1.29")["mode"] == "merge"
+    assert kb.kubelet_config_plan("1.29.0", "auto", "1.29")["mode"] == "dropin"
+    with pytest.raises(kb.AnsibleFilterError) as exc:
+        kb.kubelet_config_plan("1.28.3", "dropin", "1.29")
+    assert "(it arrived in 1.29)" in str(exc.value)
+    errors = kb.kubelet_validate(params(kubelet_config_mode="dropin"), "1.28.1", "1.29")
+    assert [e for e in errors if e.startswith("kubelet_config_mode: dropin needs kubelet 1.29 or later")] != []
+
+
 # ---------------------------------------------------------------- runtime endpoint
 
 

@@ -33,3 +33,17 @@ def test_every_option_has_a_description_and_a_type():
 def test_readme_documents_every_variable():
     readme = (ROLE / "README.md").read_text()
     assert [name for name in _load("defaults/main.yml") if f"`{name}`" not in readme] == []
+
+
+def test_the_role_reads_the_shared_values_and_facts_from_gpu_node_facts():
+    # the facts preflight lives once (the dependency), and so does the drop-in threshold
+    assert "gpu_node_facts" in _load("meta/main.yml")["dependencies"]
+    tasks = "".join(path.read_text() for path in sorted((ROLE / "tasks").glob("*.yml")))
+    assert "ansible.builtin.setup" not in tasks and "gpu_node_facts:" not in tasks
+    assert "__gpu_node_facts_kubelet_dropin_min" in (ROLE / "vars" / "main.yml").read_text()
+    assert "apply:" not in tasks.replace("    apply: {tags: [kubelet]}", "")
+
+
+def test_the_role_works_out_its_plan_without_set_fact():
+    tasks = "".join(path.read_text() for path in sorted((ROLE / "tasks").glob("*.yml")))
+    assert "ansible.builtin.set_fact" not in tasks

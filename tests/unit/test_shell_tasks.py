@@ -64,10 +64,8 @@ PLAY = """
   environment:
     PATH: "{tmp}/bin:/usr/bin:/bin"
   tasks:
-    - name: Give the state the role's preflight sets up
+    - name: Give the node facts the role's gpu_node_facts dependency reads, and the runtime to check
       ansible.builtin.set_fact:
-        __gpu_validate_checks: []
-        __gpu_validate_has_gpu: false
         __gpu_validate_runtimes: [containerd]
         __gpu_validate_node:
           runtimes:
@@ -80,7 +78,7 @@ PLAY = """
         __gpu_validate_families: [containerd]
     - name: Write the result
       ansible.builtin.copy:
-        content: "{{{{ __gpu_validate_checks | to_json }}}}"
+        content: "{{{{ gpu_validate_results | to_json }}}}"
         dest: "{tmp}/result.json"
         mode: "0644"
 """
