@@ -17,17 +17,21 @@ PREFIX = "__nvidia_container_toolkit_"
 
 RUNTIME_TASKS = [
     "nvidia_container_toolkit : Refuse variables of the wrong type (a string for a list) before anything changes",
-    "nvidia_container_toolkit : Decide whether this node gets the toolkit, and check the settings",
-    "nvidia_container_toolkit : Register the nvidia runtime in each container runtime of this node",
+    "nvidia_container_toolkit : Load the OS-specific toolkit settings",
+    "nvidia_container_toolkit : Report that this node is skipped (no NVIDIA GPU or driver found)",
+    "nvidia_container_toolkit : Check that the OS and the settings are usable",
+    "nvidia_container_toolkit : Report that no container runtime was found on this node",
+    "Register the nvidia runtime in {{ __nvidia_container_toolkit_runtimes | join(', ') }}",
 ]
 ALL_TASKS = [
-    "nvidia_container_toolkit : Refuse variables of the wrong type (a string for a list) before anything changes",
-    "nvidia_container_toolkit : Decide whether this node gets the toolkit, and check the settings",
-    "nvidia_container_toolkit : Trust the NVIDIA container toolkit repository after checking its key and signature",
-    "nvidia_container_toolkit : Install the four toolkit packages at one version and hold them there",
-    "nvidia_container_toolkit : Harden the NVIDIA runtime's config.toml, keeping the keys this role does not manage",
+    *RUNTIME_TASKS[:4],
+    "nvidia_container_toolkit : Trust the NVIDIA container toolkit repository and install the four toolkit packages "
+    "at one version, held",
+    "nvidia_container_toolkit : Keep NVIDIA_VISIBLE_DEVICES away from unprivileged containers in "
+    "{{ __nvidia_container_toolkit_config_path }}",
+    "nvidia_container_toolkit : Report that the CDI spec is not generated on this node (no NVIDIA driver loaded)",
     "nvidia_container_toolkit : Generate the CDI spec and keep it fresh where the NVIDIA driver is loaded",
-    "nvidia_container_toolkit : Register the nvidia runtime in each container runtime of this node",
+    *RUNTIME_TASKS[4:],
 ]
 
 
@@ -59,7 +63,8 @@ def list_tasks(tmp_path: Path, *options: str) -> list[tuple[str, str]]:
         if line.strip() == "tasks:":
             in_tasks = True
             continue
-        if in_tasks and line.strip():
+        # the gpu_node_facts dependency's own tasks are not this role's
+        if in_tasks and line.strip() and not line.strip().startswith("gpu_node_facts : "):
             name, _, tags = line.strip().partition("\tTAGS: ")
             tasks.append((name.strip(), tags.strip()))
     return tasks
@@ -82,14 +87,32 @@ def test_tag_toolkit_lists_every_step_of_the_role(tmp_path):
     assert all("toolkit" in tags for _, tags in tasks)
 
 
+def _main_tasks() -> list[dict]:
+    """The tasks of tasks/main.yml, with those of its block."""
+    tasks = []
+    for task in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()):
+        tasks.extend(task.get("block", [task]))
+    return tasks
+
+
 def test_only_preflight_and_registration_carry_the_runtime_tag():
-    main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text())
-    tagged = {task["name"]: task["tags"] for task in main}
-    assert [name for name, tags in tagged.items() if "runtime" in tags] == [n.split(" : ")[1] for n in RUNTIME_TASKS]
-    for task in main:
-        if "argument_types" in task:  # the type check of the variables runs with the role's tags
-            continue
-        assert task["ansible.builtin.include_tasks"]["apply"]["tags"] == task["tags"], task["name"]
+    tagged = {task["name"]: task["tags"] for task in _main_tasks()}
+    assert [name for name, tags in tagged.items() if "runtime" in tags] == [
+        "Refuse variables of the wrong type (a string for a list) before anything changes",
+        "Decide whether this node gets the toolkit, and check the settings",
+        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[4:]],
+    ]
+    for task in _main_tasks():
+        if "ansible.builtin.include_tasks" in task or "ansible.builtin.include_role" in task:
+            include = task.get("ansible.builtin.include_tasks") or task["ansible.builtin.include_role"]
+            assert include["apply"]["tags"] == task["tags"], task["name"]
+
+
+def test_main_dispatches_with_import_tasks_where_the_file_name_is_fixed():
+    for task in _main_tasks():
+        include = task.get("ansible.builtin.include_tasks")
+        if include:
+            assert "{{" in include["file"] or "when" in task, task["name"]
 
 
 def test_readme_documents_every_variable():
@@ -119,8 +142,9 @@ def _defined_in_tasks(node, found: set[str]) -> None:
 
 
 def _task_files(manager: str) -> list[Path]:
-    common = ["main", "preflight", "key", "version", "config", "cdi", "runtimes"]
-    return [ROLE / "tasks" / f"{name}.yml" for name in [*common, f"repository_{manager}", f"packages_{manager}"]]
+    common = ["main", "preflight", "key", "version", "cdi"]
+    own = [f"repository_{manager}", f"packages_{manager}", *(["install_apt"] if manager == "apt" else [])]
+    return [ROLE / "tasks" / f"{name}.yml" for name in [*common, *own]]
 
 
 OS_VARS = ["Debian.yml", "RedHat.yml"]
