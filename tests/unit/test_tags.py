@@ -209,3 +209,13 @@ def test_tagged_includes_apply_their_tags(path):
         if tags - applied:
             problems.append(f"'{task.get('name')}' is tagged {sorted(tags)} but applies only {sorted(applied)}")
     assert problems == [], f"{path.relative_to(ROOT)}: " + "; ".join(problems)
+
+
+def test_the_play_lists_gpu_node_facts_as_the_roles_dependency_does():
+    """Tags or vars on the play's entry make it another instance than the roles' `dependencies:
+    [gpu_node_facts]`, and Ansible then gathers the facts again before every role."""
+    play = yaml.safe_load((ROOT / "playbooks" / "gpu_nodes.yml").read_text())[0]
+    assert play["roles"][0] == {"role": "gpu_node_facts"}
+    for role in ROLE_ORDER[1:-1]:
+        meta = yaml.safe_load((ROOT / "roles" / role / "meta" / "main.yml").read_text())
+        assert "gpu_node_facts" in meta["dependencies"], role
