@@ -40,13 +40,15 @@ def test_the_roles_have_shell_tasks_to_check():
 
 @pytest.mark.parametrize(("name", "task", "script"), SHELL_TASKS, ids=[name for name, _, _ in SHELL_TASKS])
 def test_a_shell_task_that_collects_values_fails_on_a_failure_inside_them(name, task, script):
+    executable = (task.get("args") or {}).get("executable")
     if isinstance(script, dict):
+        executable = script.get("executable", executable)
         script = script.get("cmd", "")
     lines = [line.strip() for line in script.splitlines() if line.strip()]
     assert lines[:1] == PREAMBLE[:1], f"{name}: the script must start with `set -euo pipefail`"
     if "$(" in script:
         assert lines[:2] == PREAMBLE, f"{name}: collects values with $( ... ): add `shopt -s inherit_errexit`"
-        assert (task.get("args") or {}).get("executable") == "/bin/bash", f"{name}: inherit_errexit needs bash"
+        assert executable == "/bin/bash", f"{name}: inherit_errexit needs bash"
 
 
 FAKES = {
