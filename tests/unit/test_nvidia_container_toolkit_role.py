@@ -172,3 +172,101 @@ def test_every_internal_variable_a_family_uses_is_defined(vars_file):
 def test_the_unsupported_family_has_no_package_manager():
     default = yaml.safe_load((ROLE / "vars" / "default.yml").read_text())
     assert default == {f"{PREFIX}package_manager": ""}
+
+
+# --- the node read that lets a re-run skip the repository chain (tasks/packages_apt.yml) ------------
+
+
+def _node_read_script(keyring: Path, source: Path, fingerprint: str) -> str:
+    import shlex
+
+    import jinja2
+
+    tasks = yaml.safe_load((ROLE / "tasks" / "packages_apt.yml").read_text())
+    task = next(t for t in tasks if t.get("name", "").startswith("Read the trusted key"))
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["quote"] = lambda value: shlex.quote(str(value))
+    return env.from_string(task["ansible.builtin.shell"]["cmd"]).render(
+        __nvidia_container_toolkit_keyring=str(keyring),
+        __nvidia_container_toolkit_apt_source=str(source),
+        __nvidia_container_toolkit_fingerprint=fingerprint,
+        __nvidia_container_toolkit_packages=["gpunode-test-no-such-package"],
+    )
+
+
+def _gpg(home: Path, *args: str) -> str:
+    return subprocess.run(
+        ["gpg", "--homedir", str(home), "--batch", *args], check=True, capture_output=True, text=True
+    ).stdout
+
+
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """A valid key and a key that expired (made with a faked clock), exported as binary keyrings."""
+    made = {}
+    for name, extra in (("valid", []), ("expired", ["--faked-system-time", "20240101T000000"])):
+        home = tmp_path_factory.mktemp(f"gpg-{name}")
+        home.chmod(0o700)
+        _gpg(
+            home,
+            *extra,
+            "--passphrase",
+            "",
+            "--quick-gen-key",
+            f"{name} <{name}@example.invalid>",
+            "rsa2048",
+            "sign",
+            "1d",
+        )
+        keyring = home / "key.gpg"
+        keyring.write_bytes(
+            subprocess.run(["gpg", "--homedir", str(home), "--export"], check=True, capture_output=True).stdout
+        )
+        fingerprint = next(
+            line.split(":")[9]
+            for line in _gpg(home, "--with-colons", "--show-keys", str(keyring)).splitlines()
+            if line.startswith("fpr:")
+        )
+        made[name] = (keyring.read_bytes(), fingerprint)
+    return made
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("as written", "trusted"),
+        ("keyring mode 0600", "untrusted"),
+        ("source owned by nobody", "untrusted"),
+        ("source differs", "untrusted"),
+        ("keyring missing", "untrusted"),
+        ("expired key", "untrusted"),
+        ("another key", "untrusted"),
+    ],
+)
+def test_the_repository_chain_is_skipped_only_for_the_pinned_valid_key_and_the_files_as_written(
+    tmp_path, keys, case, expected
+):
+    source_text = "deb [signed-by=/k.gpg] https://example.invalid/stable/deb/$(ARCH) /\n"
+    key, fingerprint = keys["expired" if case == "expired key" else "valid"]
+    if case == "another key":
+        fingerprint = keys["expired"][1]
+    keyring, source = tmp_path / "key.gpg", tmp_path / "src.list"
+    keyring.write_bytes(key)
+    source.write_text(source_text + ("# edited\n" if case == "source differs" else ""))
+    for path in (keyring, source):
+        path.chmod(0o644)
+    if case == "keyring mode 0600":
+        keyring.chmod(0o600)
+    if case == "source owned by nobody":
+        os.chown(source, 65534, 0)
+    if case == "keyring missing":
+        keyring.unlink()
+    result = subprocess.run(
+        ["/bin/bash", "-c", _node_read_script(keyring, source, fingerprint.upper())],
+        input=source_text,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == expected, (case, result.stdout, result.stderr)
