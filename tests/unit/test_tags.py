@@ -219,3 +219,8 @@ def test_the_play_lists_gpu_node_facts_as_the_roles_dependency_does():
     for role in ROLE_ORDER[1:-1]:
         meta = yaml.safe_load((ROOT / "roles" / role / "meta" / "main.yml").read_text())
         assert "gpu_node_facts" in meta["dependencies"], role
+
+
+def test_skip_tags_facts_keeps_the_facts_the_roles_need():
+    facts = [t for t in list_tasks("--skip-tags", "facts") if t["role"] == "gpu_node_facts"]
+    assert any(t["name"] == "Gather the GPU node facts" for t in facts), facts
