@@ -243,11 +243,11 @@ import shutil
 import stat
 import string
 import subprocess
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpu_validate_logic import feature_gates, json_problem, runtime_config, userns_missing
 from ansible.module_utils.nvidia_kernels import inspect_live
+from ansible.module_utils.systemd_units import boot_time, main_start_argv, main_start_us
 
 FAMILIES = (
     "driver",
@@ -331,7 +331,7 @@ class Node:
 
     def boot_time(self) -> float:
         """Seconds since the epoch at CLOCK_MONOTONIC zero, to place systemd's monotonic time stamps."""
-        return time.time() - time.clock_gettime(time.CLOCK_MONOTONIC)
+        return boot_time()
 
     def read(self, path: str) -> str | None:
         """The text of a file, or None when it cannot be read."""
@@ -829,16 +829,15 @@ def containerd_state(p: dict, node: dict, io: Node) -> dict:
     # can run), and a config written after the daemon started is not what it runs.
     rc, out, err = io.run(["ctr", "plugins", "ls"])
     cri = cri_plugins((rc, out, err))
-    # when systemd started containerd's main process, in µs of CLOCK_MONOTONIC (systemd < 251 has no
-    # --timestamp=unix), as seconds since the epoch
-    rc, out, err = io.run(["systemctl", "show", "containerd", "-p", "ExecMainStartTimestampMonotonic", "--value"])
-    value = out.strip() or "0"
-    if rc != 0 or not re.fullmatch(r"[0-9]+", value):
+    # when systemd started containerd's main process, as seconds since the epoch
+    rc, out, err = io.run(main_start_argv("containerd"))
+    started_us = main_start_us(rc, out)
+    if started_us is None:
         # The check itself failed: the CRI plugin row says so (with systemctl's message), and the start time
         # of the running config is unknown.
-        state["cri"] = {"check_error": err.strip() or f"systemctl printed {value!r}, not microseconds"}
+        state["cri"] = {"check_error": err.strip() or f"systemctl printed {out.strip() or '0'!r}, not microseconds"}
     else:
-        cri["started"] = f"{io.boot_time() + int(value) / 1e6:.6f}"
+        cri["started"] = f"{io.boot_time() + started_us / 1e6:.6f}"
     newest, newest_file = 0.0, ""
     for path in [CONTAINERD_CONFIG, *io.glob(CONTAINERD_DROPINS)]:
         mtime = io.mtime(path)

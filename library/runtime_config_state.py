@@ -100,9 +100,9 @@ import os
 import pwd
 import shutil
 import stat
-import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.systemd_units import boot_time, main_start_argv, main_start_us
 
 
 def binary_found(binary: str) -> bool:
@@ -140,8 +140,7 @@ def docker_default_runtime(path: str):
 
 def started_after(started_us: int, mtime: float) -> bool:
     """Whether a main process started `started_us` µs of CLOCK_MONOTONIC after boot (0: never) is newer than mtime."""
-    wall = time.time() - time.clock_gettime(time.CLOCK_MONOTONIC) + started_us / 1e6
-    return started_us > 0 and wall > mtime
+    return started_us > 0 and boot_time() + started_us / 1e6 > mtime
 
 
 def main():
@@ -182,12 +181,11 @@ def main():
         marker = os.path.join(params["state_dir"], f"pending-restart-{runtime}.json")
         if not os.path.exists(marker):
             continue
-        rc, out, err = module.run_command(
-            ["systemctl", "show", runtime, "-p", "ExecMainStartTimestampMonotonic", "--value"]
-        )
-        if rc != 0:
+        rc, out, err = module.run_command(main_start_argv(runtime))
+        started_us = main_start_us(rc, out)
+        if started_us is None:
             module.fail_json(msg=f"cannot ask systemd when {runtime} started: {(err or out).strip()}", rc=rc)
-        if started_after(int(out.strip() or 0), os.stat(marker).st_mtime):
+        if started_after(started_us, os.stat(marker).st_mtime):
             result["applied"].append(runtime)
             if not module.check_mode:
                 os.unlink(marker)

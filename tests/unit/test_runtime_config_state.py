@@ -123,3 +123,10 @@ def test_systemd_that_does_not_answer_fails_the_read(tmp_path, monkeypatch):
     monkeypatch.setattr(MOD.AnsibleModule, "run_command", lambda self, argv, **kw: (1, "", "Failed to connect to bus"))
     res = run_module(MOD, _args(tmp_path))
     assert res.failed and "Failed to connect to bus" in res.result["msg"]
+
+
+def test_systemd_that_prints_no_number_fails_the_read_with_its_output(tmp_path, monkeypatch):
+    (tmp_path / "pending-restart-docker.json").write_text("{}")
+    monkeypatch.setattr(MOD.AnsibleModule, "run_command", lambda self, argv, **kw: (0, "[not set]\n", ""))
+    res = run_module(MOD, _args(tmp_path))
+    assert res.failed and "cannot ask systemd when docker started: [not set]" in res.result["msg"]
