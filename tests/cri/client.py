@@ -3,8 +3,10 @@
 Neither crictl nor the kubelet is packaged for the build machines, but the CRI API's proto is:
 Debian forky/sid's ``golang-k8s-cri-api-dev`` ships ``k8s.io/cri-api/pkg/apis/runtime/v1/api.proto``.
 At test time this module downloads that package with apt (a private apt state under the cache directory,
-the host's own keyring), extracts ``api.proto`` and generates the Python stubs with grpcio-tools into the
-cache directory (``.cache/cri-api`` in the repository, git-ignored). No generated code is committed.
+the host's own keyring) from the first suite of ARCHIVES that can serve it (testing drops and regains packages,
+so it does not rely on one suite), says which one on stderr, extracts ``api.proto`` and generates the Python
+stubs with grpcio-tools into the cache directory (``.cache/cri-api`` in the repository, git-ignored). No
+generated code is committed.
 
     from tests.cri.client import CriClient, node_socket
     with CriClient(node_socket("rc-debian12")) as cri:
@@ -29,7 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("CRI_API_CACHE", ROOT / ".cache" / "cri-api"))
 PACKAGE = "golang-k8s-cri-api-dev"
-ARCHIVE = "deb http://deb.debian.org/debian forky main"
+# where golang-k8s-cri-api-dev with runtime/v1's api.proto can be had, most likely first; testing's Release file
+# may be past its Valid-Until on the mirrors
+ARCHIVES = (
+    "deb [check-valid-until=no] http://deb.debian.org/debian forky main",
+    "deb [check-valid-until=no] http://deb.debian.org/debian sid main",
+    "deb http://deb.debian.org/debian trixie-backports main",
+)
 PROTO_IN_PACKAGE = "k8s.io/cri-api/pkg/apis/runtime/v1/api.proto"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
 
@@ -54,21 +62,34 @@ def proto_file() -> Path:
     if target.exists():
         return target
     CACHE.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
-        state = Path(tmp)
-        for sub in ("lists/partial", "cache/archives/partial", "x"):
-            (state / sub).mkdir(parents=True)
-        (state / "sources.list").write_text(ARCHIVE + "\n")
-        _apt(state, "update")
-        _apt(state, "download", PACKAGE, cwd=state)
-        deb = next(state.glob(f"{PACKAGE}_*.deb"))
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(state / "x")], check=True)
-        found = [p for p in (state / "x").rglob("api.proto") if str(p).endswith(PROTO_IN_PACKAGE)]
-        if not found:
-            raise RuntimeError(f"{deb.name} has no {PROTO_IN_PACKAGE}")
-        shutil.copyfile(found[0], state / "api.proto")
-        os.replace(state / "api.proto", target)  # atomic: two scenarios may run this at the same time
-    return target
+    tried = []
+    for archive in ARCHIVES:
+        with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
+            state = Path(tmp)
+            for sub in ("lists/partial", "cache/archives/partial", "x"):
+                (state / sub).mkdir(parents=True)
+            (state / "sources.list").write_text(archive + "\n")
+            try:
+                _apt(state, "update")
+                _apt(state, "download", PACKAGE, cwd=state)
+            except subprocess.CalledProcessError as exc:
+                tried.append(f"{archive}: {(exc.stderr or exc.stdout or '').strip()[-300:]}")
+                continue
+            deb = next(state.glob(f"{PACKAGE}_*.deb"))
+            subprocess.run(["dpkg-deb", "-x", str(deb), str(state / "x")], check=True)
+            found = [p for p in (state / "x").rglob("api.proto") if str(p).endswith(PROTO_IN_PACKAGE)]
+            if not found:
+                tried.append(f"{archive}: {deb.name} has no {PROTO_IN_PACKAGE}")
+                continue
+            print(f"CRI API proto: {deb.name} from '{archive}'", file=sys.stderr)
+            shutil.copyfile(found[0], state / "api.proto")
+            os.replace(state / "api.proto", target)  # atomic: two scenarios may run this at the same time
+            return target
+    raise RuntimeError(
+        f"no archive serves {PACKAGE} with {PROTO_IN_PACKAGE}; tried:\n"
+        + "\n".join(tried)
+        + "\nFix: point CRI_API_PROTO at a copy of the CRI API's api.proto (k8s.io/cri-api)."
+    )
 
 
 def stubs():
@@ -99,6 +120,27 @@ def stubs():
     if str(out) not in sys.path:
         sys.path.insert(0, str(out))
     return importlib.import_module("api_pb2"), importlib.import_module("api_pb2_grpc")
+
+
+def log_streams(text: str) -> dict[str, list[str]]:
+    """A CRI container log (``<time> <stream> <tag> <text>`` per entry, the format the kubelet reads) split by
+    stream: {"stdout": [lines], "stderr": [lines]}. The runtime writes the two streams as they come, so their
+    entries interleave in any order: read each stream on its own, never the file's line order across streams.
+    Tag ``P`` marks a partial entry that the next entry of the same stream continues; ``F`` ends a line."""
+    streams: dict[str, list[str]] = {"stdout": [], "stderr": []}
+    partial: dict[str, str] = {}
+    for entry in text.splitlines():
+        fields = entry.split(" ", 3)
+        if len(fields) < 3 or fields[1] not in streams:
+            raise ValueError(f"not a CRI log entry: {entry!r}")
+        stream, tag, line = fields[1], fields[2], fields[3] if len(fields) == 4 else ""
+        if tag.split(":")[0] == "P":
+            partial[stream] = partial.get(stream, "") + line
+            continue
+        streams[stream].append(partial.pop(stream, "") + line)
+    for stream, line in partial.items():  # a last partial entry without its end
+        streams[stream].append(line)
+    return streams
 
 
 def node_socket(container: str, path: str = CONTAINERD_SOCKET) -> str:
