@@ -1704,7 +1704,8 @@ def test_the_real_runner_turns_a_missing_command_and_a_timeout_into_a_result():
     assert rc == 2 and "No such file" in err
     rc, _out, err = io.run([sys.executable, "-c", "import time; time.sleep(5)"])
     assert rc == 124 and "did not answer in 1 s" in err
-    assert io.run([sys.executable, "-c", "print('a'); import sys; sys.exit(3)"]) == (3, "a", "")
+    # a command that answers: a timeout no loaded machine reaches (Python's start alone can take a second there)
+    assert checks.Node(timeout=120).run([sys.executable, "-c", "print('a'); import sys; sys.exit(3)"]) == (3, "a", "")
 
 
 def test_the_module_returns_the_rows_in_check_mode_too(module_runner, tmp_path):

@@ -151,7 +151,9 @@ def test_the_doctor_fails_a_cri_plugin_that_did_not_load_and_warns_of_a_config_n
                 )
             host.check_output("systemctl restart containerd")
         else:
-            host.check_output(f"sleep 1; touch {config}")
+            # a modification time after containerd's start whatever the clock's resolution: two seconds ahead of now
+            # (containerd started in the past), instead of waiting a second and hoping the mtime moved on
+            host.check_output(f"touch -d @$(( $(date +%s) + 2 )) {config}")
         run = run_playbook(
             host, SCENARIO.parents[1] / "playbooks" / "validate.yml", {"gpu_validate_fail_on_error": False}
         )
