@@ -2,6 +2,9 @@
 
 - A timing line per stage (lint, unit, demo, each scenario), summed from the test
   reports, so it is right with and without pytest-xdist's workers.
+- For every failed test, one unshortened line of why (a molecule scenario's says the step,
+  the node, the task or test and the reason: tests/failure_reason.py), printed just above
+  pytest's own summary, so a red run says why in its last lines.
 - With pytest-xdist (`-n 2 --dist loadgroup`, as scripts/test.sh runs it): the
   lanes of tests/lanes.py. The scenarios with a Debian testing node run one at a
   time on one worker; the demo, the lint and unit tests and then the other
@@ -16,6 +19,7 @@ from collections import OrderedDict
 from tests.lanes import LANES, group_of
 
 _STAGES: OrderedDict[str, float] = OrderedDict()
+_WHY: OrderedDict[str, str] = OrderedDict()
 
 
 def _stage(nodeid: str) -> str:
@@ -80,14 +84,27 @@ def pytest_xdist_make_scheduler(config, log):
     return LaneScheduling(config, log)
 
 
+def failure_line(report) -> str:
+    """The first line of a failed report's message (for pytest.fail: without pytest's "Failed: ")."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = crash.message if crash is not None else str(report.longrepr or "")
+    first = next((line for line in message.splitlines() if line.strip()), "no message")
+    return first.removeprefix("Failed: ")
+
+
 def pytest_runtest_logreport(report):
     stage = _stage(report.nodeid)
     _STAGES[stage] = _STAGES.get(stage, 0.0) + report.duration
+    if report.failed:
+        _WHY[f"{report.nodeid} ({report.when})" if report.when != "call" else report.nodeid] = failure_line(report)
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not _STAGES:
-        return
-    terminalreporter.section("stage timings")
-    for stage, seconds in _STAGES.items():
-        terminalreporter.write_line(f"timing: {stage} {seconds:.1f}s")
+    if _STAGES:
+        terminalreporter.section("stage timings")
+        for stage, seconds in _STAGES.items():
+            terminalreporter.write_line(f"timing: {stage} {seconds:.1f}s")
+    if _WHY:
+        terminalreporter.section("why it failed")
+        for nodeid, why in _WHY.items():
+            terminalreporter.write_line(why if why.startswith("molecule ") else f"{nodeid}: {why}")

@@ -5,7 +5,8 @@ host's cgroup v2 tree on a cgroup v1 host), `harness` first (it proves the node
 containers) and `default` (site.yml end to end) last; with the test command's
 two workers the other scenarios run meanwhile, one at a time, on the other
 (tests/lanes.py). Each scenario's output goes to
-.ci-logs/molecule-<scenario>.log; a failure shows its tail.
+.ci-logs/molecule-<scenario>.log; a failure says in its first line the step, the node,
+the task or test and the reason (tests/failure_reason.py), then shows the log's tail.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.failure_reason import molecule_failure
 from tests.lanes import APT_SLOT_FIRST, scenario_group
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +51,6 @@ def test_molecule_scenario(scenario):
             check=False,
         )
     if result.returncode != 0:
-        tail = log.read_text(errors="replace").splitlines()[-80:]
-        header = f"molecule test -s {scenario} failed (rc {result.returncode}); last lines of {log}:"
-        pytest.fail("\n".join([header, *tail]))
+        text = log.read_text(errors="replace")
+        header = f"`molecule test -s {scenario}` exited with rc {result.returncode}; last lines of {log}:"
+        pytest.fail("\n".join([molecule_failure(scenario, text), header, *text.splitlines()[-80:]]))
