@@ -15,6 +15,8 @@ import json
 import re
 
 _ACTION = re.compile(r"sequence action: '([\w-]+)'")
+# molecule 26's step lines: "INFO     [fuse_security > converge] Executing" ... "Executed: Successful"
+_STEP = re.compile(r"\[[^\]>]+ > ([\w-]+)\] (Executing|Executed: \w+)")
 _TASK = re.compile(r"^TASK \[(?P<task>.*?)\] \**\s*$")
 _RESULT = re.compile(
     r"^(?:fatal|failed): \[(?P<node>[^\]]+)\](?: \(item=(?P<item>.*?)\))?: (?:FAILED|UNREACHABLE)! =>\s*(?P<rest>.*)$"
@@ -114,7 +116,9 @@ def ansible_failure(output: str) -> tuple[str, str, str] | None:
 def molecule_failure(scenario: str, output: str) -> str:
     """The one line for a failed `molecule test -s <scenario>`, from its log."""
     actions = _ACTION.findall(output)
-    step = actions[-1] if actions else "an unknown step"
+    # without molecule's error line: the last step it began and did not finish successfully
+    began = [m.group(1) for m in _STEP.finditer(output) if not m.group(2).endswith("Successful")]
+    step = actions[-1] if actions else began[-1] if began else "an unknown step"
     where = f"molecule {scenario}: {step} failed"
     if step == "idempotence":
         tasks = [m.groupdict() for m in map(_NOT_IDEMPOTENT.match, output.splitlines()) if m]

@@ -84,3 +84,13 @@ def test_without_anything_known_the_last_line_is_the_reason_and_long_reasons_are
     )
     line = molecule_failure("harness", "x" * 1000 + "\n" + STEP.format("create"))
     assert len(line) <= 400 and line.endswith("...")
+
+
+def test_without_the_error_line_the_step_molecule_began_last_and_did_not_finish_is_named():
+    output = (
+        "INFO     [kubelet > prepare] Executing\nINFO     [kubelet > prepare] Executed: Successful\n"
+        "INFO     [kubelet > converge] Executing\n" + (LOGS / "ansible-failed-yaml.log").read_text()
+    )
+    assert molecule_failure("kubelet", output).startswith(
+        "molecule kubelet: converge failed on drv-ubuntu2404-signed, task 'Find the newest thing': "
+    )
