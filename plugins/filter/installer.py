@@ -31,21 +31,20 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-def _containerd_toml():
-    """plugins/module_utils/containerd_toml.py, loaded by path (controller side, as the action plugin does)."""
-    try:
-        import containerd_toml  # unit tests: plugins/module_utils is on sys.path
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path (it loads the other module_utils files)."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
 
-        return containerd_toml
-    except ImportError:  # pragma: no cover - in a play
-        name = "gpu_node_provisioning_containerd_toml"
-        if name not in sys.modules:
-            path = Path(__file__).resolve().parent.parent / "module_utils" / "containerd_toml.py"
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            spec.loader.exec_module(module)
-        return sys.modules[name]
+
+def _containerd_toml():
+    return _controller_files().load_module_util("containerd_toml")
 
 
 TEMPLATE_MARK = "# Managed by Ansible (runtime_config): the nvidia runtime for the installer's containerd."

@@ -14,10 +14,7 @@ per flag).
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
 import yaml
 
@@ -29,17 +26,6 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-def _kubelet_filters():
-    """plugins/filter/kubelet.py (labels, taints and KubeletConfiguration fields as the kubeadm path has them)."""
-    name = "gpu_node_provisioning_filter_kubelet"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().with_name("kubelet.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 KEYS = ("node-label", "node-taint", "kubelet-arg")
 HEADER = (
     "# Managed by Ansible (kubelet role). Local changes are overwritten.\n"
@@ -47,7 +33,8 @@ HEADER = (
     "# their node-label, node-taint and kubelet-arg entries that the kubelet role does not set.\n"
 )
 # fields the agent sets itself (the runtime endpoint is the installer's containerd; taints are node-taint)
-AGENT_FIELDS = {"containerRuntimeEndpoint", "registerWithTaints"}
+AGENT_FIELDS = ("containerRuntimeEndpoint", "registerWithTaints")
+_TAINT = re.compile(r"([^=:]+)(?:=([^:]*))?:(NoSchedule|PreferNoSchedule|NoExecute)")
 _FLAG = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 
@@ -106,15 +93,18 @@ def _check_text(what: str, text: str) -> None:
         raise AnsibleFilterError(f"{what} {text!r} is empty or holds a line break: the agent cannot take it.")
 
 
-def kubelet_installer_dropin(params: dict, has_gpu: bool, installer: dict, files: dict, own_path: str) -> dict:
+def kubelet_installer_dropin(
+    params: dict, labels: dict, taints: list, field_flags: dict, installer: dict, files: dict, own_path: str
+) -> dict:
     """Plan the agent config drop-in: ``{'content': text ('' = none needed), 'node-label': [...], ...}``.
 
-    ``files`` maps the paths read (config.yaml and the drop-ins of config.yaml.d) to their text (absent files
-    left out); ``own_path`` is this role's drop-in.
+    The inputs are what the kubeadm path of the role works out: ``labels`` (kubelet_compose_labels: labels to
+    set and keys to remove), ``taints`` (registerWithTaints entries), ``field_flags`` (the KubeletConfiguration
+    fields the role sets, by their flag names: kubelet_flag_for_field), and ``params`` for kubelet_flags and
+    kubelet_flags_absent. ``files`` maps the paths read (config.yaml and the drop-ins of config.yaml.d) to their
+    text (absent files left out); ``own_path`` is this role's drop-in.
     """
-    kubelet = _kubelet_filters()
     earlier = _earlier(files, own_path)
-    labels = kubelet.kubelet_compose_labels(params, has_gpu)
     for key, value in labels["labels"].items():
         _check_text("node label", f"{key}={value}")
     ours_labels = [f"{key}={value}" for key, value in labels["labels"].items()]
@@ -122,31 +112,18 @@ def kubelet_installer_dropin(params: dict, has_gpu: bool, installer: dict, files
     node_labels = [entry for entry in earlier.get("node-label", []) if entry.split("=", 1)[0] not in gone]
     node_labels += ours_labels
 
-    taints = kubelet.kubelet_taints(params.get("kubelet_register_with_taints"))
-    if has_gpu:
-        taints += kubelet.kubelet_taints(params.get("kubelet_gpu_register_with_taints"))
     ours_taints = [
-        f"{t['key']}={t.get('value', '')}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}"
-        for t in taints
+        f"{t['key']}={t['value']}:{t['effect']}" if t.get("value") else f"{t['key']}:{t['effect']}" for t in taints
     ]
     taken = {(t["key"], t["effect"]) for t in taints}
     node_taints = []
     for entry in earlier.get("node-taint", []):
-        try:
-            parsed = kubelet.kubelet_taints([entry])[0]
-        except AnsibleFilterError:
-            node_taints.append(entry)  # not ours to judge: the agent reads it as it always did
-            continue
-        if (parsed["key"], parsed["effect"]) not in taken:
-            node_taints.append(entry)
+        match = _TAINT.fullmatch(entry)
+        if not match or (match.group(1), match.group(3)) not in taken:
+            node_taints.append(entry)  # not ours to judge when it does not parse: the agent reads it as before
     node_taints += ours_taints
 
-    fields = kubelet.kubelet_compose_config(params, "", has_gpu, {})
-    args: dict = {}
-    for field, value in fields.items():
-        if field in AGENT_FIELDS:
-            continue
-        args[kubelet.flag_for_field(field)] = _flag_value(value)
+    args = {flag: _flag_value(value) for flag, value in (field_flags or {}).items()}
     for name, value in (params.get("kubelet_flags") or {}).items():
         args[str(name).lstrip("-")] = _flag_value(value)
     for flag, value in args.items():

@@ -11,6 +11,7 @@ from conftest import load_module
 
 installer = load_module("installer", subdir="plugins/filter")
 kubelet_installer = load_module("kubelet_installer", subdir="plugins/filter")
+kubelet = load_module("kubelet", subdir="plugins/filter")
 FilterError = installer.AnsibleFilterError
 
 BINARY = "/usr/bin/nvidia-container-runtime"
@@ -152,7 +153,22 @@ ADMIN = (
 
 
 def dropin(params=PARAMS, files=None, has_gpu=True):
-    return kubelet_installer.kubelet_installer_dropin(params, has_gpu, {"name": "k3s"}, files or {CONFIG: ADMIN}, OWN)
+    """The filter with the inputs the role gives it (vars/main.yml): the kubeadm path's labels, taints, fields."""
+    fields = kubelet.kubelet_compose_config(params, "", has_gpu, {})
+    field_flags = {
+        kubelet.flag_for_field(key): value
+        for key, value in fields.items()
+        if key not in ("containerRuntimeEndpoint", "registerWithTaints")
+    }
+    return kubelet_installer.kubelet_installer_dropin(
+        params,
+        kubelet.kubelet_compose_labels(params, has_gpu),
+        fields.get("registerWithTaints", []),
+        field_flags,
+        {"name": "k3s"},
+        files or {CONFIG: ADMIN},
+        OWN,
+    )
 
 
 def test_the_dropin_repeats_the_admins_entries_and_ours_win():
