@@ -19,6 +19,10 @@ description:
     C(default_runtime_name) names in containerd's B(effective) config (C(containerd --config <path> config dump)
     on the node, imports included), else C(runc); its table comes from that effective config, else from the
     file, else from C(containerd config default). Only a runtime with the same C(runtime_type) is copied.
+  - Option keys are compared the way containerd decodes them, case-insensitively. kubespray 2.24 to 2.27
+    render C(binaryName) and C(systemdCgroup); the copy keeps one spelling per option (O(runtime.options) and
+    C(BinaryName) win), and any other spelling of those keys in the runtime's table is removed, so the table
+    names ONE binary.
   - When the file has no table for the default runtime (Debian's packaged config.toml has no C(runtimes) at
     all), that runtime's effective table is written too; containerd 1.x replaces its built-in runtimes with the
     file's C(runtimes) table, and without a table for C(default_runtime_name) its CRI plugin does not load

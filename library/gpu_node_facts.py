@@ -270,6 +270,64 @@ ansible_facts:
           sample:
             runc: {installed: true, binary: /usr/sbin/runc, version: 1.1.5, version_full: 1.1.5+ds1}
             crun: {installed: false, binary: null, version: null, version_full: null}
+        installer:
+          description:
+            - The cluster installer that laid the node out, and where it keeps containerd and the kubelet's settings.
+            - C(name) is V(rke2), V(k3s), V(kubespray), V(kubeadm) (the distribution's kubelet package with kubeadm's
+              unit drop-in C(10-kubeadm.conf)) or V(unknown); C(found) lists every installer with traces on the node
+              (the one whose agent service is active wins, else the first of rke2, k3s, kubespray, kubeadm);
+              C(evidence) the paths that gave it away.
+            - C(version) (numeric) and C(version_full) from C(rke2 --version) / C(k3s --version), the kubelet's for
+              kubeadm, null for kubespray (it leaves no version on the node) and without commands.
+            - C(binary) the installer's binary, C(data_dir) and C(bin_dir) where it keeps containerd, runc and
+              crictl, C(service) its agent unit (the active one of C(rke2-server)/C(rke2-agent),
+              C(k3s)/C(k3s-agent)) and C(service_state).
+            - C(containerd) has C(binary), C(version), C(socket) (V(/run/k3s/containerd/containerd.sock) on RKE2
+              and k3s), C(running) (the socket exists), C(config) (the file containerd reads),
+              C(config_regenerated) (V(agent start) on RKE2/k3s, V(kubespray run) on kubespray; never edit that
+              file in place), C(template) (the template the installer renders it from on this version,
+              C(config-v3.toml.tmpl) with containerd 2.x, else C(config.toml.tmpl); null when unknown),
+              C(templates), C(template_base) (the template may start with C({{ template "base" . }})),
+              C(nvidia_detection) (the agent registers nvidia-container-runtime by itself; null where not
+              verified) and C(default_runtime_option) (the default runtime is set through the installer's
+              configuration, the agent option C(default-runtime) or kubespray's C(containerd_default_runtime)).
+            - C(kubelet) has C(settings) (V(agent_config_dropin), labels, taints and kubelet args go into a file in
+              C(dropin_dir) (C(/etc/rancher/<name>/config.yaml.d)); V(kubespray_inventory), kubespray renders
+              C(files) from its inventory on every run; V(kubelet_flags), the kubelet role's own files),
+              C(config) and C(dropin_dir).
+            - Sources, version gates and paths are cited in the module's code and the gpu_node_facts role README.
+          type: dict
+          returned: always
+          sample:
+            name: rke2
+            found: [rke2]
+            version: 1.32.2
+            version_full: 1.32.2+rke2r1
+            binary: /usr/local/bin/rke2
+            data_dir: /var/lib/rancher/rke2
+            bin_dir: /var/lib/rancher/rke2/bin
+            service: rke2-agent.service
+            service_state: active
+            evidence: [/usr/local/bin/rke2, /usr/local/lib/systemd/system/rke2-agent.service]
+            containerd:
+              binary: /var/lib/rancher/rke2/bin/containerd
+              version: 2.0.2
+              socket: /run/k3s/containerd/containerd.sock
+              running: true
+              config: /var/lib/rancher/rke2/agent/etc/containerd/config.toml
+              config_regenerated: agent start
+              template: /var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl
+              templates:
+                - /var/lib/rancher/rke2/agent/etc/containerd/config-v3.toml.tmpl
+                - /var/lib/rancher/rke2/agent/etc/containerd/config.toml.tmpl
+              template_base: true
+              nvidia_detection: true
+              default_runtime_option: true
+            kubelet:
+              settings: agent_config_dropin
+              config: /etc/rancher/rke2/config.yaml
+              dropin_dir: /etc/rancher/rke2/config.yaml.d
+              files: [/etc/rancher/rke2/config.yaml, /etc/rancher/rke2/config.yaml.d]
         fuse:
           description: C(device) (C(/dev/fuse) exists), C(module_loaded) (the fuse module is loaded or built in) and
             C(builtin) (fuse is built into the kernel, so it cannot and need not be loaded).
@@ -766,6 +824,261 @@ def service_facts(
     }
 
 
+# --------------------------------------------------------------------------- cluster installers
+# How each installer lays containerd and the kubelet out on a node. Checked against the installers' sources
+# (commit ids from the mirrors used; upstream repositories k3s-io/k3s, rancher/rke2, kubernetes-sigs/kubespray):
+# - RKE2: data dir /var/lib/rancher/rke2 (pkg/cli/cmds/server.go rke2Path); binaries in <data-dir>/bin, a
+#   symlink to data/<digest>/bin (pkg/bootstrap/bootstrap.go symlinkBinDir); units rke2-server.service and
+#   rke2-agent.service running /usr/local/bin/rke2 (bundle/lib/systemd/system/); RPM installs put the binary in
+#   /usr/bin, the install script's tarball in /usr/local/bin (or /opt/rke2/bin where /usr/local is read-only);
+#   containerd socket /run/k3s/containerd/containerd.sock (pkg/executor/staticpod/spw.go ContainerdSock);
+#   containerd 2.x (config version 3, template config-v3.toml.tmpl) from v1.31.6+rke2r1 / v1.32.2+rke2r1
+#   (Dockerfile: rancher/hardened-containerd:v2.x, commits 6e232d5ca/554b43e03, Feb 2025).
+# - k3s: data dir /var/lib/rancher/k3s; the k3s binary (install.sh: /usr/local/bin/k3s) unpacks its tools into
+#   <data-dir>/data/<hash>/bin with a symlink <data-dir>/data/current (cmd/k3s/main.go extract); units k3s.service
+#   (server) and k3s-agent.service (agent) from install.sh.
+# - Both: containerd's config is written at every agent start to <data-dir>/agent/etc/containerd/config.toml
+#   from <data-dir>/agent/etc/containerd/config.toml.tmpl when it exists, else from the built-in template
+#   (k3s pkg/agent/config/config.go Containerd.Config/Template, pkg/agent/containerd/config.go
+#   writeContainerdConfig); with containerd 2.x the template is config-v3.toml.tmpl. `{{ template "base" . }}`
+#   extends the built-in config from v1.24.17, v1.25.13, v1.26.8, v1.27.5 and v1.28.1 (k3s docs, "Base
+#   template", k3s-io/docs#213). nvidia-container-runtime in /usr/bin or /usr/local/nvidia/toolkit becomes the
+#   runtimes "nvidia"/"nvidia-experimental" at agent start (k3s pkg/agent/containerd/nvidia.go); the agent
+#   option `default-runtime` (k3s-io/k3s#8700, #8751; RKE2 71ac57d72 and its backports) is in v1.26.12,
+#   v1.27.9, v1.28.5 and v1.29.0+. The detection is older than that option, but this module only claims it
+#   where it checked it (those releases); older versions report null. Agent config /etc/rancher/<name>/
+#   config.yaml plus config.yaml.d/*.yaml (keys node-label, node-taint, kubelet-arg).
+# - kubespray: renders /etc/containerd/config.toml from roles/container-engine/containerd/templates/
+#   config.toml.j2 (config-v1.toml.j2 for containerd 1.x) on every run, binaries in bin_dir /usr/local/bin
+#   (roles/kubespray_defaults: containerd_bin_dir), the kubelet's flags in /etc/kubernetes/kubelet.env and its config in
+#   /etc/kubernetes/kubelet-config.yaml (roles/kubernetes/node/tasks/kubelet.yml), base runtime spec
+#   /etc/containerd/cri-base.json (roles/container-engine/containerd/defaults). It leaves no version on the node.
+# - kubeadm-style: the distribution's kubelet package with kubeadm's unit drop-in 10-kubeadm.conf.
+
+RANCHER_INSTALLERS = {
+    # name: (data dir, installer binary candidates, bin dir below the data dir, units (server first))
+    "rke2": (
+        "/var/lib/rancher/rke2",
+        ("/usr/local/bin/rke2", "/usr/bin/rke2", "/opt/rke2/bin/rke2"),
+        "bin",
+        ("rke2-server.service", "rke2-agent.service"),
+    ),
+    "k3s": (
+        "/var/lib/rancher/k3s",
+        ("/usr/local/bin/k3s", "/usr/bin/k3s", "/opt/bin/k3s"),
+        "data/current/bin",
+        ("k3s.service", "k3s-agent.service"),
+    ),
+}
+RANCHER_SOCKET = "/run/k3s/containerd/containerd.sock"
+UNIT_DIRS = ("/etc/systemd/system", "/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+KUBEADM_DROPINS = tuple(f"{d}/kubelet.service.d/10-kubeadm.conf" for d in UNIT_DIRS)
+KUBESPRAY_KUBELET_ENV = "/etc/kubernetes/kubelet.env"
+KUBESPRAY_KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.yaml"
+KUBESPRAY_BASE_SPEC = "/etc/containerd/cri-base.json"
+# {minor: first patch release}; minors after the last key have it from .0
+BASE_TEMPLATE_GATE = {24: 17, 25: 13, 26: 8, 27: 5, 28: 1}
+DEFAULT_RUNTIME_GATE = {26: 12, 27: 9, 28: 5}
+CONTAINERD2_GATE = {"rke2": {31: 6, 32: 2}, "k3s": {31: 6, 32: 2}}
+
+
+def parse_rancher_version(text: str | None) -> tuple[str | None, str | None]:
+    """`rke2 --version` / `k3s --version`: "rke2 version v1.31.6+rke2r1 (2a0aa7b...)" -> ("1.31.6", "1.31.6+rke2r1")."""
+    match = re.search(r"^\s*(?:rke2|k3s) version\s+(\S+)", text or "", re.MULTILINE)
+    return _parse_version_token(match.group(1)) if match else (None, None)
+
+
+def release_gate(version: str | None, gate: dict, first: int | None = None) -> bool | None:
+    """True when ``version`` ("1.28.5") is at or after the gate's release for its minor (1.x only); null when
+    the version is unknown. Minors below the gate's lowest key are before it, above its highest are after."""
+    if not version:
+        return None
+    parts = [int(part) for part in version.split(".")[:3]] + [0, 0]
+    major, minor, patch = parts[:3]
+    if major != 1:
+        return major > 1
+    lowest = first if first is not None else min(gate)
+    if minor < lowest:
+        return False
+    if minor > max(gate):
+        return True
+    return minor in gate and patch >= gate[minor]
+
+
+def _unit_file(root: str, unit: str) -> str | None:
+    return next((f"{d}/{unit}" for d in UNIT_DIRS if os.path.isfile(rooted(root, f"{d}/{unit}"))), None)
+
+
+def _executable(root: str, path: str) -> bool:
+    real = rooted(root, path)
+    return os.path.isfile(real) and os.access(real, os.X_OK)
+
+
+def _rancher_installer(root: str, name: str, run_command: RunCommand | None, states: dict) -> dict | None:
+    data_dir, binaries, bin_subdir, units = RANCHER_INSTALLERS[name]
+    binary = next((path for path in binaries if _executable(root, path)), None)
+    unit_files = {unit: _unit_file(root, unit) for unit in units}
+    config_dir = f"/etc/rancher/{name}"
+    evidence = [path for path in (binary, *unit_files.values()) if path]
+    if os.path.isdir(rooted(root, f"{data_dir}/agent")):
+        evidence.append(f"{data_dir}/agent")
+    if not evidence:
+        return None
+    active = [unit for unit in units if states.get(unit) == "active"]
+    service = (active or [unit for unit in units if unit_files[unit]] or [units[-1]])[0]
+    version, version_full = parse_rancher_version(_output(run_command, [binary, "--version"]) if binary else None)
+    bin_dir = f"{data_dir}/{bin_subdir}"
+    containerd_binary = f"{bin_dir}/containerd" if _executable(root, f"{bin_dir}/containerd") else None
+    containerd_version = None
+    if containerd_binary:
+        containerd_version = parse_containerd_version(_output(run_command, [containerd_binary, "--version"]))[0]
+    if containerd_version:
+        containerd2 = int(containerd_version.split(".")[0]) >= 2
+    else:
+        containerd2 = release_gate(version, CONTAINERD2_GATE[name])
+    etc = f"{data_dir}/agent/etc/containerd"
+    template = f"{etc}/config-v3.toml.tmpl" if containerd2 else f"{etc}/config.toml.tmpl"
+    return {
+        "name": name,
+        "version": version,
+        "version_full": version_full,
+        "binary": binary,
+        "data_dir": data_dir,
+        "bin_dir": bin_dir,
+        "service": service,
+        "service_state": states.get(service),
+        "evidence": evidence,
+        "containerd": {
+            "binary": containerd_binary,
+            "version": containerd_version,
+            "socket": RANCHER_SOCKET,
+            "running": os.path.exists(rooted(root, RANCHER_SOCKET)),
+            "config": f"{etc}/config.toml",
+            "config_regenerated": "agent start",
+            "template": template if containerd2 is not None else None,
+            "templates": [f"{etc}/config-v3.toml.tmpl", f"{etc}/config.toml.tmpl"],
+            "template_base": release_gate(version, BASE_TEMPLATE_GATE),
+            "nvidia_detection": True if release_gate(version, DEFAULT_RUNTIME_GATE) else None,
+            "default_runtime_option": release_gate(version, DEFAULT_RUNTIME_GATE),
+        },
+        "kubelet": {
+            "settings": "agent_config_dropin",
+            "config": f"{config_dir}/config.yaml",
+            "dropin_dir": f"{config_dir}/config.yaml.d",
+            "files": [f"{config_dir}/config.yaml", f"{config_dir}/config.yaml.d"],
+        },
+    }
+
+
+def _kubespray_installer(root: str) -> dict | None:
+    markers = [path for path in (KUBESPRAY_KUBELET_ENV, KUBESPRAY_BASE_SPEC) if os.path.isfile(rooted(root, path))]
+    if not markers:
+        return None
+    binary = "/usr/local/bin/containerd"
+    return {
+        "name": "kubespray",
+        "version": None,  # kubespray leaves no version on the node
+        "version_full": None,
+        "binary": None,
+        "data_dir": None,
+        "bin_dir": "/usr/local/bin",
+        "service": "kubelet.service",
+        "service_state": None,
+        "evidence": markers,
+        "containerd": {
+            "binary": binary if _executable(root, binary) else None,
+            "version": None,
+            "socket": "/run/containerd/containerd.sock",
+            "running": os.path.exists(rooted(root, "/run/containerd/containerd.sock")),
+            "config": "/etc/containerd/config.toml",
+            "config_regenerated": "kubespray run",
+            "template": None,
+            "templates": [],
+            "template_base": None,
+            "nvidia_detection": False,
+            "default_runtime_option": True,  # inventory: containerd_default_runtime
+        },
+        "kubelet": {
+            "settings": "kubespray_inventory",
+            "config": KUBESPRAY_KUBELET_CONFIG,
+            "dropin_dir": None,
+            "files": [KUBESPRAY_KUBELET_ENV, KUBESPRAY_KUBELET_CONFIG],
+        },
+    }
+
+
+def _kubeadm_installer(root: str, kubelet: dict) -> dict | None:
+    dropin = next((path for path in KUBEADM_DROPINS if os.path.isfile(rooted(root, path))), None)
+    if dropin is None:
+        return None
+    return {
+        "name": "kubeadm",
+        "version": kubelet.get("version"),
+        "version_full": kubelet.get("version_full"),
+        "binary": None,
+        "data_dir": None,
+        "bin_dir": None,
+        "service": "kubelet.service",
+        "service_state": kubelet.get("service_state"),
+        "evidence": [dropin],
+        "containerd": {
+            "binary": None,
+            "version": None,
+            "socket": "/run/containerd/containerd.sock",
+            "running": os.path.exists(rooted(root, "/run/containerd/containerd.sock")),
+            "config": "/etc/containerd/config.toml",
+            "config_regenerated": None,
+            "template": None,
+            "templates": [],
+            "template_base": None,
+            "nvidia_detection": False,
+            "default_runtime_option": None,
+        },
+        "kubelet": {
+            "settings": "kubelet_flags",
+            "config": "/var/lib/kubelet/config.yaml",
+            "dropin_dir": "/etc/kubernetes/kubelet.conf.d",
+            "files": [dropin],
+        },
+    }
+
+
+def installer_facts(root: str, run_command: RunCommand | None, which: Which, kubelet: dict) -> dict:
+    """Which cluster installer laid the node out (rke2, k3s, kubespray, kubeadm, unknown) and where it keeps
+    containerd and the kubelet's settings. RKE2 and k3s first: they run their own containerd; kubespray before
+    kubeadm: kubespray runs kubeadm too."""
+    units = [unit for name in RANCHER_INSTALLERS for unit in RANCHER_INSTALLERS[name][3]]
+    present = [unit for unit in units if _unit_file(root, unit)]
+    states = _unit_states(run_command, which, root, present) if present else {}
+    found = []
+    for name in RANCHER_INSTALLERS:
+        entry = _rancher_installer(root, name, run_command, states)
+        if entry:
+            found.append(entry)
+    for entry in (_kubespray_installer(root), _kubeadm_installer(root, kubelet)):
+        if entry:
+            found.append(entry)
+    if not found:
+        return {
+            "name": "unknown",
+            "found": [],
+            "version": None,
+            "version_full": None,
+            "binary": None,
+            "data_dir": None,
+            "bin_dir": None,
+            "service": None,
+            "service_state": None,
+            "evidence": [],
+            "containerd": None,
+            "kubelet": None,
+        }
+    active = [entry for entry in found if entry.get("service_state") == "active"]
+    chosen = dict((active or found)[0])
+    chosen["found"] = [entry["name"] for entry in found]
+    return chosen
+
+
 def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None, which: Which | None = None) -> dict:
     """All the gpu_node facts for the tree at `root`.
 
@@ -828,6 +1141,7 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
         "fuse": fuse_facts(root),
         "kernel": kernel_facts(root),
         "oci_runtimes": oci_runtime_facts(run_command, which),
+        "installer": installer_facts(root, run_command, which, kubelet),
     }
 
 

@@ -359,6 +359,61 @@ def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
     }
 
 
+# containerd decodes a runtime's ``options`` into the shim's options struct case-insensitively (containerd 1.7:
+# pkg/cri/sbserver/helpers.go generateRuntimeOptions, toml.Marshal + toml.Unmarshal with pelletier/go-toml,
+# whose Unmarshal falls back to a case-insensitive key match; 2.x: go-toml v2, "case-insensitive" field
+# matching, see its README). kubespray's template renders the spellings of its inventory (docs/containerd.md:
+# ``binaryName``, ``systemdCgroup``), so ``binaryName`` and ``BinaryName`` in one table are the same field and
+# which one containerd takes is undefined: option keys are compared, copied and replaced case-insensitively.
+
+
+def option_keys(options: Mapping | None, key: str) -> list:
+    """The keys of ``options`` that containerd reads as option ``key`` (case-insensitive), in file order."""
+    if not isinstance(options, Mapping):
+        return []
+    return [name for name in options if isinstance(name, str) and name.lower() == key.lower()]
+
+
+def option_value(options: Mapping | None, key: str):
+    """The value containerd would give option ``key``: None when absent; a set of the values when the table
+    spells it more than once with different values (containerd's pick is undefined then)."""
+    values = [options[name] for name in option_keys(options, key)]
+    if not values:
+        return None
+    distinct = []
+    for value in values:
+        if value not in distinct:
+            distinct.append(value)
+    return distinct[0] if len(distinct) == 1 else frozenset(map(str, distinct))
+
+
+def fold_options(*layers: Mapping) -> dict:
+    """Merge option tables, later layers winning, keys compared case-insensitively: a key of a later layer
+    replaces every spelling of it in the earlier ones, so the result spells each option once (the later
+    layer's spelling)."""
+    result: dict = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            for other in option_keys(result, key):
+                if other != key:
+                    del result[other]
+            if isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+                result[key] = config_merge.merge(result[key], dict(value), "replace")
+            else:
+                result[key] = copy.deepcopy(value)
+    return result
+
+
+def drop_option_variants(doc, options_path, options: Mapping) -> bool:
+    """Remove from the options table at ``options_path`` of ``doc`` every key that spells one of ``options``'
+    keys differently (``binaryName`` next to our ``BinaryName``); return True when one was removed."""
+    table = config_merge.get_path(doc, list(options_path))
+    if not isinstance(table, Mapping):
+        return False
+    stale = [[*options_path, name] for key in options for name in option_keys(table, key) if name != key]
+    return config_merge.remove_paths(doc, stale) if stale else False
+
+
 def check_effective(path: str, plan: dict, request: Request) -> None:
     """Refuse when containerd's effective config (imports included) overrides what this request writes to
     ``path``: an imported file that makes the runtime the default, or gives it another binary."""
@@ -377,8 +432,10 @@ def check_effective(path: str, plan: dict, request: Request) -> None:
         )
     effective_entry = plan["effective_runtimes"].get(name)
     file_entry = plan["file_runtimes"].get(name)
-    effective_binary = (effective_entry or {}).get("options", {}).get("BinaryName") if effective_entry else None
-    file_binary = (file_entry or {}).get("options", {}).get("BinaryName") if isinstance(file_entry, Mapping) else None
+    effective_binary = option_value((effective_entry or {}).get("options"), "BinaryName") if effective_entry else None
+    file_binary = (
+        option_value((file_entry or {}).get("options"), "BinaryName") if isinstance(file_entry, Mapping) else None
+    )
     if effective_entry is not None and effective_binary != file_binary:
         raise ContainerdConfigError(
             f"containerd's effective config (`containerd --config {path} config dump`, imports included) runs the "
@@ -410,8 +467,8 @@ def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str
     ``changes`` is a plain nested dict for config_merge.merge_into: ``settings`` first, then the typed
     options on top (they win where both name the same key). The runtime's ``options`` are copied from the
     default/runc runtime of ``source_doc``, then ``runtime.options`` is merged over them and ``BinaryName``
-    set to ``runtime.path``. Where there is nothing to copy, only the given options are written: pass
-    ``SystemdCgroup: true`` in ``runtime.options`` explicitly then.
+    set to ``runtime.path``, option keys compared case-insensitively (fold_options). Where there is nothing
+    to copy, only the given options are written: pass ``SystemdCgroup: true`` in ``runtime.options`` then.
     """
     _check_request(request)
     paths = table_paths(version)
@@ -431,8 +488,8 @@ def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str
         runtime_type = runtime.get("runtime_type") or DEFAULT_RUNTIME_TYPE
         copied_from, table = plan["source_name"], plan["source"] or {}
         options = table.get("options") if isinstance(table.get("options"), Mapping) else {}
-        options = config_merge.merge(options, dict(runtime.get("options") or {}), "replace")
-        options["BinaryName"] = runtime["path"]
+        # one spelling per option (see fold_options): ours win, kubespray's binaryName does not survive
+        options = fold_options(options, dict(runtime.get("options") or {}), {"BinaryName": runtime["path"]})
         entry = {**table, "runtime_type": runtime_type, "options": options}
         if plan["write_default"] is not None:
             put(paths.runtime(plan["write_default"][0]), plan["write_default"][1])
@@ -446,6 +503,16 @@ def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str
         put((*paths.cri, "cdi_spec_dirs"), list(request.cdi_spec_dirs))
     changes = config_merge.merge(dict(request.settings or {}), typed, "replace")
     return changes, runtime_table, copied_from
+
+
+def _drop_stale_spellings(doc, version: int, request: Request, changes: Mapping) -> bool:
+    """Remove the other spellings of the runtime's options from its table in ``doc`` (a file written by
+    kubespray, or by an older run, may hold ``binaryName`` where we now write ``BinaryName``)."""
+    if request.runtime is None:
+        return False
+    options_path = (*table_paths(version).runtime(request.runtime["name"]), "options")
+    options = config_merge.get_path(changes, list(options_path))
+    return drop_option_variants(doc, options_path, options) if isinstance(options, Mapping) else False
 
 
 def _unset_default(doc, version: int, request: Request) -> bool:
@@ -623,7 +690,8 @@ def plan_inplace(
     changes, runtime_table, copied_from = build_changes(doc, version, request)
     if _is_empty(doc) and changes and version >= 2:
         changes = {"version": version, **changes}
-    changed = _merge_document(doc, text, changes, request.list_strategy)
+    changed = _drop_stale_spellings(doc, version, request, changes)
+    changed |= _merge_document(doc, text, changes, request.list_strategy)
     changed |= _unset_default(doc, version, request)
     after, changed = _finish(path, text, original, doc, changed, existed)
     return Outcome(path, text, after, changed, version, runtime_table, copied_from, existed, default_written)
@@ -702,6 +770,7 @@ def plan_dropin(
     changes, runtime_table, copied_from = build_changes(root_doc, version, request)
 
     root_changed = _unset_default(root_doc, version, request)
+    root_changed |= _drop_stale_spellings(root_doc, version, request, changes)  # 2.x deep-merges both spellings
     if _is_empty(root_doc) and version >= 2:
         root_changed |= config_merge.merge_into(root_doc, {"version": version})
     root_changed |= ensure_import(root_doc, root_path, dropin_path)

@@ -919,3 +919,111 @@ def test_dropin_method_takes_nvidia_back_out_of_the_default():
     assert 'default_runtime_name = "nvidia"' in first.after
     assert second.changed is True
     assert 'default_runtime_name = "nvidia"' not in second.after
+
+
+# --------------------------------------------------------------------------- option keys, case-insensitively
+# containerd decodes a runtime's options case-insensitively: kubespray 2.24-2.27's `binaryName` and our
+# `BinaryName` are one field, so the nvidia table must spell it once (ours).
+
+KUBESPRAY = (FIXTURES / "v2-kubespray-2.27.toml").read_text()
+KS_RUNTIMES = [*CRI[2], "containerd", "runtimes"]
+
+
+def binary_keys(options: dict) -> list:
+    return [key for key in options if key.lower() == "binaryname"]
+
+
+def test_kubespray_lower_case_binary_name_is_not_copied_next_to_ours():
+    outcome = ct.plan_inplace(KUBESPRAY, PATH, ct.Request(runtime=NVIDIA))
+    runtimes = get_path(plain(outcome.after), KS_RUNTIMES)
+    nvidia = runtimes["nvidia"]
+    assert binary_keys(nvidia["options"]) == ["BinaryName"]
+    assert nvidia["options"] == {"systemdCgroup": True, "BinaryName": "/usr/bin/nvidia-container-runtime"}
+    # the rest of runc's table is copied, runc itself untouched, nothing removed from the file
+    assert nvidia["base_runtime_spec"] == "/etc/containerd/cri-base.json"
+    assert runtimes["runc"]["options"] == {"systemdCgroup": True, "binaryName": "/usr/local/bin/runc"}
+    assert removed_lines(KUBESPRAY, outcome.after) == []
+    again = ct.plan_inplace(outcome.after, PATH, ct.Request(runtime=NVIDIA))
+    assert again.changed is False
+
+
+def test_a_stale_other_spelling_in_the_nvidia_table_is_removed():
+    # an nvidia table that kubespray (or an older run of ours) wrote with binaryName = runc
+    first = ct.plan_inplace(KUBESPRAY, PATH, ct.Request(runtime=NVIDIA)).after
+    stale = first.replace('BinaryName = "/usr/bin/nvidia-container-runtime"', 'binaryName = "/usr/local/bin/runc"')
+    assert stale != first
+    outcome = ct.plan_inplace(stale, PATH, ct.Request(runtime=NVIDIA))
+    nvidia = get_path(plain(outcome.after), [*KS_RUNTIMES, "nvidia"])
+    assert outcome.changed is True
+    assert binary_keys(nvidia["options"]) == ["BinaryName"]
+    assert nvidia["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+
+
+def test_both_spellings_in_the_nvidia_table_end_as_ours_only():
+    text = KUBESPRAY + (
+        '        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+        '          runtime_type = "io.containerd.runc.v2"\n'
+        '          [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+        '            BinaryName = "/usr/bin/nvidia-container-runtime"\n'
+        '            binaryName = "/usr/local/bin/runc"\n'
+        "            systemdCgroup = true\n"
+    )
+    outcome = ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA))
+    options = get_path(plain(outcome.after), [*KS_RUNTIMES, "nvidia", "options"])
+    assert outcome.changed is True
+    assert binary_keys(options) == ["BinaryName"]
+    assert options["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+
+
+def test_explicit_options_replace_other_spellings_of_the_same_option():
+    request = ct.Request(runtime={**NVIDIA, "options": {"SystemdCgroup": False}})
+    options = get_path(plain(ct.plan_inplace(KUBESPRAY, PATH, request).after), [*KS_RUNTIMES, "nvidia", "options"])
+    assert options == {"SystemdCgroup": False, "BinaryName": "/usr/bin/nvidia-container-runtime"}
+
+
+def test_dropin_removes_the_other_spelling_from_the_root_file():
+    root_text = ct.plan_inplace(KUBESPRAY, PATH, ct.Request(runtime=NVIDIA)).after.replace(
+        'BinaryName = "/usr/bin/nvidia-container-runtime"', 'binaryName = "/usr/local/bin/runc"'
+    )
+    root, dropin = ct.plan_dropin(
+        root_text, PATH, None, "/etc/containerd/conf.d/99-nvidia.toml", ct.Request(runtime=NVIDIA)
+    )
+    assert root.changed is True
+    assert binary_keys(get_path(plain(root.after), [*KS_RUNTIMES, "nvidia", "options"])) == []
+    assert binary_keys(get_path(plain(dropin.after), [*KS_RUNTIMES, "nvidia", "options"])) == ["BinaryName"]
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"BinaryName": "/a"}, "/a"),
+        ({"binaryName": "/a"}, "/a"),
+        ({"binaryname": "/a", "BinaryName": "/a"}, "/a"),
+        ({"binaryName": "/a", "BinaryName": "/b"}, frozenset({"/a", "/b"})),
+        ({"SystemdCgroup": True}, None),
+        (None, None),
+    ],
+)
+def test_option_value_reads_like_containerd(options, expected):
+    assert ct.option_value(options, "BinaryName") == expected
+
+
+def test_fold_options_keeps_one_spelling_per_option_the_last_layers():
+    folded = ct.fold_options(
+        {"binaryName": "/runc", "systemdCgroup": True, "Root": ""}, {"SystemdCgroup": False}, {"BinaryName": "/nv"}
+    )
+    assert folded == {"Root": "", "SystemdCgroup": False, "BinaryName": "/nv"}
+
+
+def test_an_import_with_the_other_spelling_of_another_binary_is_refused():
+    effective = plain(KUBESPRAY)
+    get_path(effective, KS_RUNTIMES)["nvidia"] = {
+        "runtime_type": "io.containerd.runc.v2",
+        "options": {"BinaryName": "/usr/bin/nvidia-container-runtime", "binaryName": "/usr/local/bin/runc"},
+    }
+    text = ct.plan_inplace(KUBESPRAY, PATH, ct.Request(runtime=NVIDIA)).after
+    with pytest.raises(ct.ContainerdConfigError, match="BinaryName"):
+        ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA, effective=effective))
+    # the same binary under the other spelling is the same runtime: accepted
+    get_path(effective, KS_RUNTIMES)["nvidia"]["options"] = {"binaryName": "/usr/bin/nvidia-container-runtime"}
+    assert ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA, effective=effective)).changed is False

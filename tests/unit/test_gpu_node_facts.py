@@ -756,3 +756,233 @@ def test_kernel_facts_of_an_empty_tree_are_unknown(tmp_path):
     facts = facts_module.gather_gpu_node_facts(str(tmp_path))
     assert facts["kernel"] == {"release": None, "version": None, "max_user_namespaces": None, "seccomp": False}
     assert facts["oci_runtimes"]["runc"]["version"] is None
+
+
+# --- cluster installers (paths and gates cited in library/gpu_node_facts.py) ---------------------------
+
+
+def _files(root: Path, executables=(), files=(), dirs=(), links=None) -> Path:
+    for path in dirs:
+        (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for path in (*executables, *files):
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("#!/bin/sh\n")
+        if path in executables:
+            target.chmod(0o755)
+    for link, target in (links or {}).items():
+        (root / link.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (root / link.lstrip("/")).symlink_to(target)
+    return root
+
+
+SYSTEMD = {"executables": ["/usr/bin/systemctl"], "dirs": ["/run/systemd/system"]}
+RKE2_VERSION = (
+    "rke2 version v1.32.2+rke2r1 (5fa8f2d0d6c4b8a6b1f0c8e2f1d2a3b4c5d6e7f8)\ngo version go1.23.6 X:boringcrypto\n"
+)
+K3S_OLD_VERSION = "k3s version v1.27.4+k3s1 (36645e73)\ngo version go1.20.6\n"
+
+
+def rke2_agent(tmp_path: Path) -> Path:
+    return _files(
+        tmp_path,
+        executables=[*SYSTEMD["executables"], "/usr/local/bin/rke2", "/var/lib/rancher/rke2/data/abc/bin/containerd"],
+        files=[
+            "/usr/local/lib/systemd/system/rke2-server.service",
+            "/usr/local/lib/systemd/system/rke2-agent.service",
+            "/run/k3s/containerd/containerd.sock",
+        ],
+        dirs=[*SYSTEMD["dirs"], "/var/lib/rancher/rke2/agent/etc/containerd"],
+        links={"/var/lib/rancher/rke2/bin": "data/abc/bin"},
+    )
+
+
+def test_parse_rancher_version():
+    assert facts_module.parse_rancher_version(RKE2_VERSION) == ("1.32.2", "1.32.2+rke2r1")
+    assert facts_module.parse_rancher_version(K3S_OLD_VERSION) == ("1.27.4", "1.27.4+k3s1")
+    assert facts_module.parse_rancher_version("rke2: not found") == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("version", "gate", "expected"),
+    [
+        ("1.24.16", "BASE_TEMPLATE_GATE", False),
+        ("1.24.17", "BASE_TEMPLATE_GATE", True),
+        ("1.23.99", "BASE_TEMPLATE_GATE", False),
+        ("1.28.0", "BASE_TEMPLATE_GATE", False),
+        ("1.28.1", "BASE_TEMPLATE_GATE", True),
+        ("1.29.0", "BASE_TEMPLATE_GATE", True),
+        ("1.26.11", "DEFAULT_RUNTIME_GATE", False),
+        ("1.26.12", "DEFAULT_RUNTIME_GATE", True),
+        ("1.25.16", "DEFAULT_RUNTIME_GATE", False),
+        ("1.28.5", "DEFAULT_RUNTIME_GATE", True),
+        ("1.29.0", "DEFAULT_RUNTIME_GATE", True),
+        (None, "DEFAULT_RUNTIME_GATE", None),
+    ],
+)
+def test_installer_release_gates(version, gate, expected):
+    assert facts_module.release_gate(version, getattr(facts_module, gate)) is expected
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [("1.31.5", False), ("1.31.6", True), ("1.32.1", False), ("1.32.2", True), ("1.33.0", True)],
+)
+def test_rke2_containerd_2_gate(version, expected):
+    assert facts_module.release_gate(version, facts_module.CONTAINERD2_GATE["rke2"], first=31) is expected
+    assert facts_module.release_gate("1.30.9", facts_module.CONTAINERD2_GATE["rke2"]) is False
+
+
+def test_rke2_agent_node(tmp_path):
+    root = rke2_agent(tmp_path)
+    commands = FakeCommands(
+        {
+            ("/usr/bin/systemctl", "is-active", "rke2-server.service", "rke2-agent.service"): (
+                3,
+                "inactive\nactive\n",
+                "",
+            ),
+            ("/usr/local/bin/rke2", "--version"): (0, RKE2_VERSION, ""),
+            ("/var/lib/rancher/rke2/bin/containerd", "--version"): (
+                0,
+                "containerd github.com/k3s-io/containerd v2.0.2-k3s2 e8b9b7b4\n",
+                "",
+            ),
+        }
+    )
+    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    etc = "/var/lib/rancher/rke2/agent/etc/containerd"
+    assert installer["name"] == "rke2"
+    assert installer["found"] == ["rke2"]
+    assert (installer["version"], installer["version_full"]) == ("1.32.2", "1.32.2+rke2r1")
+    assert installer["service"] == "rke2-agent.service"
+    assert installer["service_state"] == "active"
+    assert installer["containerd"] == {
+        "binary": "/var/lib/rancher/rke2/bin/containerd",
+        "version": "2.0.2",
+        "socket": "/run/k3s/containerd/containerd.sock",
+        "running": True,
+        "config": f"{etc}/config.toml",
+        "config_regenerated": "agent start",
+        "template": f"{etc}/config-v3.toml.tmpl",
+        "templates": [f"{etc}/config-v3.toml.tmpl", f"{etc}/config.toml.tmpl"],
+        "template_base": True,
+        "nvidia_detection": True,
+        "default_runtime_option": True,
+    }
+    assert installer["kubelet"] == {
+        "settings": "agent_config_dropin",
+        "config": "/etc/rancher/rke2/config.yaml",
+        "dropin_dir": "/etc/rancher/rke2/config.yaml.d",
+        "files": ["/etc/rancher/rke2/config.yaml", "/etc/rancher/rke2/config.yaml.d"],
+    }
+    # the standard containerd is not there: the runtimes facts stay as they were (no containerd on PATH)
+    assert installer["containerd"]["binary"] not in (None, "/usr/bin/containerd")
+
+
+def test_old_k3s_server_gets_the_v2_template_and_no_default_runtime_option(tmp_path):
+    root = _files(
+        tmp_path,
+        executables=[*SYSTEMD["executables"], "/usr/local/bin/k3s", "/var/lib/rancher/k3s/data/1a2b/bin/containerd"],
+        files=["/etc/systemd/system/k3s.service"],
+        dirs=SYSTEMD["dirs"],
+        links={"/var/lib/rancher/k3s/data/current": "1a2b"},
+    )
+    commands = FakeCommands(
+        {
+            ("/usr/bin/systemctl", "is-active", "k3s.service"): (0, "active\n", ""),
+            ("/usr/local/bin/k3s", "--version"): (0, K3S_OLD_VERSION, ""),
+            ("/var/lib/rancher/k3s/data/current/bin/containerd", "--version"): (
+                0,
+                "containerd github.com/k3s-io/containerd v1.7.3-k3s1\n",
+                "",
+            ),
+        }
+    )
+    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    assert installer["name"] == "k3s"
+    assert installer["service"] == "k3s.service"
+    assert installer["containerd"]["binary"] == "/var/lib/rancher/k3s/data/current/bin/containerd"
+    assert installer["containerd"]["template"] == "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl"
+    assert installer["containerd"]["template_base"] is False  # 1.27.5 has it, 1.27.4 not
+    assert installer["containerd"]["default_runtime_option"] is False
+    assert installer["containerd"]["nvidia_detection"] is None  # not verified for this release
+    assert installer["containerd"]["running"] is False
+    assert installer["kubelet"]["dropin_dir"] == "/etc/rancher/k3s/config.yaml.d"
+
+
+def test_k3s_without_commands_knows_its_paths_but_no_version_or_gate(tmp_path):
+    root = _files(tmp_path, executables=["/usr/local/bin/k3s"], files=["/etc/systemd/system/k3s-agent.service"])
+    installer = facts_module.gather_gpu_node_facts(str(root))["installer"]
+    assert installer["name"] == "k3s"
+    assert installer["service"] == "k3s-agent.service"
+    assert installer["version"] is None
+    assert installer["containerd"]["template"] is None
+    assert installer["containerd"]["template_base"] is None
+    assert installer["containerd"]["default_runtime_option"] is None
+    assert installer["containerd"]["socket"] == "/run/k3s/containerd/containerd.sock"
+
+
+def test_the_active_installer_wins_when_both_rancher_installers_left_traces(tmp_path):
+    root = rke2_agent(tmp_path)
+    _files(root, executables=["/usr/local/bin/k3s"], files=["/etc/systemd/system/k3s-agent.service"])
+    commands = FakeCommands(
+        {
+            ("/usr/bin/systemctl", "is-active", "rke2-server.service", "rke2-agent.service", "k3s-agent.service"): (
+                3,
+                "inactive\ninactive\nactive\n",
+                "",
+            ),
+        }
+    )
+    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    assert installer["name"] == "k3s"
+    assert installer["found"] == ["rke2", "k3s"]
+
+
+def test_kubespray_node(tmp_path):
+    root = _files(
+        tmp_path,
+        executables=["/usr/local/bin/containerd", "/usr/local/bin/kubelet"],
+        files=["/etc/kubernetes/kubelet.env", "/etc/containerd/cri-base.json", "/etc/systemd/system/kubelet.service"],
+    )
+    installer = facts_module.gather_gpu_node_facts(str(root))["installer"]
+    assert installer["name"] == "kubespray"
+    assert installer["version"] is None
+    assert installer["containerd"]["binary"] == "/usr/local/bin/containerd"
+    assert installer["containerd"]["config"] == "/etc/containerd/config.toml"
+    assert installer["containerd"]["config_regenerated"] == "kubespray run"
+    assert installer["kubelet"]["settings"] == "kubespray_inventory"
+    assert installer["kubelet"]["files"] == ["/etc/kubernetes/kubelet.env", "/etc/kubernetes/kubelet-config.yaml"]
+
+
+def test_kubespray_wins_over_kubeadm_traces(tmp_path):
+    root = _files(
+        tmp_path,
+        files=["/etc/kubernetes/kubelet.env", "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"],
+    )
+    installer = facts_module.gather_gpu_node_facts(str(root))["installer"]
+    assert installer["name"] == "kubespray"
+    assert installer["found"] == ["kubespray", "kubeadm"]
+
+
+def test_kubeadm_node_takes_the_kubelets_version(tmp_path):
+    root = _files(
+        tmp_path,
+        executables=["/usr/bin/kubelet", "/usr/bin/containerd"],
+        files=["/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"],
+    )
+    commands = FakeCommands({("/usr/bin/kubelet", "--version"): (0, "Kubernetes v1.31.2\n", "")})
+    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    assert installer["name"] == "kubeadm"
+    assert installer["version"] == "1.31.2"
+    assert installer["evidence"] == ["/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"]
+    assert installer["containerd"]["socket"] == "/run/containerd/containerd.sock"
+    assert installer["kubelet"]["settings"] == "kubelet_flags"
+
+
+def test_a_node_without_an_installer_says_unknown(tmp_path):
+    installer = facts_module.gather_gpu_node_facts(str(tmp_path))["installer"]
+    assert installer["name"] == "unknown"
+    assert installer["found"] == []
+    assert installer["containerd"] is None
