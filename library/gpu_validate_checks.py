@@ -143,7 +143,7 @@ options:
   volume_mounts_allowed:
     description:
       - Whether C(accept-nvidia-visible-devices-as-volume-mounts = true) was asked for (the device plugin's
-        C(volume-mounts) strategy); then the row "toolkit: GPU by volume mount" warns instead of failing.
+        C(volume-mounts) strategy); then the row about GPUs by volume mount warns instead of failing.
     type: bool
     default: false
   toolkit_installed:
