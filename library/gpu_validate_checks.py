@@ -947,6 +947,14 @@ def check_docker(p: dict, node: dict, io: Node, toolkit_installed: bool) -> list
 # NVIDIA's runtime treats a container with CAP_SYS_ADMIN in its bounding set as privileged and then
 # honours NVIDIA_VISIBLE_DEVICES whatever its config says: FUSE pods (SYS_ADMIN) are exactly those.
 # Through the runtime that pods without a RuntimeClass get, such a container must still see no GPU.
+# What follows from NVIDIA's semantics (toolkit 1.20, internal/config/image/privileged.go: CAP_SYS_ADMIN in the
+# bounding set is "privileged", and then NVIDIA_VISIBLE_DEVICES counts whatever config.toml says).
+SYS_ADMIN_NOTE = (
+    "; through RuntimeClass nvidia NVIDIA's runtime would count it as privileged and honour the variable whatever"
+    " config.toml says, so SYS_ADMIN pods must use nvidia only when they request GPUs"
+)
+
+
 def docker_sys_admin_row(p: dict, node: dict, result) -> dict:
     """result: (rc, out, err) of the CAP_SYS_ADMIN container through docker's default runtime, or None."""
     check = "docker: GPU isolation (default, CAP_SYS_ADMIN)"
@@ -960,7 +968,7 @@ def docker_sys_admin_row(p: dict, node: dict, result) -> dict:
         rc, _out, err = result if result is not None else ("", "", "")
         return _row(check, "fail", f"the container did not run: exit code {rc} " + _truncate(err.strip(), 200), NO_SH)
     if int(count) == 0:
-        return _row(check, "ok", f"{like}: no /dev/nvidia* device")
+        return _row(check, "ok", f"{like}: no /dev/nvidia* device{SYS_ADMIN_NOTE}")
     return _row(
         check,
         "fail",
@@ -1293,7 +1301,7 @@ def containerd_sys_admin_row(p: dict, node: dict, c: dict, result) -> dict:
             " apply to this container too",
         )
     if int(count) == 0:
-        return _row(check, "ok", f"{like} through {said}: no /dev/nvidia* device")
+        return _row(check, "ok", f"{like} through {said}: no /dev/nvidia* device{SYS_ADMIN_NOTE}")
     return _row(
         check,
         "fail",
