@@ -695,7 +695,17 @@ def annotation_passthrough(dump_text, runtime_name: str) -> dict:
     except TomlError:
         return {}
     entry = found.get(runtime_name) or {}
-    return {key: [str(v) for v in entry.get(key) or []] for key in ("pod_annotations", "container_annotations")}
+    return {key: _string_list(entry.get(key)) for key in ("pod_annotations", "container_annotations")}
+
+
+def _string_list(value) -> list:
+    """A TOML array of strings; the text of one when the node's fallback TOML reader (Python < 3.11) kept it as
+    text (containerd 2.x dumps ['literal', 'strings'])."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, str) and value.strip().startswith("["):
+        return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value)]
+    return []
 
 
 def check_doors(p: dict, node: dict, io: Node, toolkit_installed: bool, containerd) -> list:

@@ -109,6 +109,12 @@ def node_socket(container: str, path: str = CONTAINERD_SOCKET) -> str:
     return f"unix:///proc/{pid}/root{path}"
 
 
+def _proto_value(message, value: str):
+    """KeyValue.value is a string in older CRI protos and bytes in newer ones (k8s.io/cri-api >= 1.34)."""
+    field = message.DESCRIPTOR.fields_by_name["value"]
+    return value.encode() if field.type == field.TYPE_BYTES else value
+
+
 class CriClient:
     """The few CRI RuntimeService calls the tests need (what a kubelet does to start a pod)."""
 
@@ -312,7 +318,7 @@ class CriClient:
                 command=command,
                 log_path="main.log",
                 annotations=annotations or {},
-                envs=[pb.KeyValue(key=k, value=v) for k, v in (envs or {}).items()],
+                envs=[pb.KeyValue(key=k, value=_proto_value(pb.KeyValue, v)) for k, v in (envs or {}).items()],
                 mounts=[pb.Mount(host_path=h, container_path=c) for h, c in mounts],
                 linux=pb.LinuxContainerConfig(
                     security_context=pb.LinuxContainerSecurityContext(

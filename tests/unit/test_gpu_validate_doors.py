@@ -105,6 +105,21 @@ def test_the_cdi_annotation_row(dump, toolkit, status, in_detail):
         assert "pod_annotations of the nvidia runtime" in row["fix"], row
 
 
+@pytest.mark.parametrize(
+    ("value", "strings"),
+    [
+        (["cdi.k8s.io/*"], ["cdi.k8s.io/*"]),
+        ("['cdi.k8s.io/*', 'io.kubernetes.cri-o.*']", ["cdi.k8s.io/*", "io.kubernetes.cri-o.*"]),  # kept as text
+        ('["a", "b"]', ["a", "b"]),
+        ("[]", []),
+        (None, []),
+    ],
+)
+def test_annotation_lists_are_read_also_where_the_fallback_toml_reader_kept_the_text(value, strings):
+    """Python < 3.11 on the node has no tomllib; nv-ubuntu2204 (Python 3.10, containerd 2.2) showed it."""
+    assert checks._string_list(value) == strings
+
+
 def test_the_cdi_annotation_row_is_skipped_without_the_nvidia_runtime():
     row = checks.cdi_annotation_row(params(), {"registered": False, "passthrough": {}}, HARDENED)
     assert row["status"] == "skipped" and "no nvidia runtime" in row["detail"], row
