@@ -731,7 +731,7 @@ def cdi_annotation_row(p: dict, c: dict, toolkit_text) -> dict:
     config, _error = _toolkit_config(toolkit_text)
     cdi = ((config.get("nvidia-container-runtime") or {}).get("modes") or {}).get("cdi") or {}
     prefixes = cdi.get("annotation-prefixes", CDI_ANNOTATION_PREFIXES)
-    prefixes = [str(x) for x in prefixes] if isinstance(prefixes, list) else CDI_ANNOTATION_PREFIXES
+    prefixes = _string_list(prefixes) if isinstance(prefixes, (list, str)) else CDI_ANNOTATION_PREFIXES
     opened = sorted(
         {
             pattern

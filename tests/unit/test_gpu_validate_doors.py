@@ -120,6 +120,16 @@ def test_annotation_lists_are_read_also_where_the_fallback_toml_reader_kept_the_
     assert checks._string_list(value) == strings
 
 
+def test_the_toolkits_prefixes_are_read_also_as_text(monkeypatch):
+    """What the fallback TOML reader of Python < 3.11 returns for annotation-prefixes = ['example.com/']."""
+    state = _state(_dump(["example.com/*"]))
+    assert checks.cdi_annotation_row(params(), state, None)["status"] == "ok"  # default prefix cdi.k8s.io/ only
+    cdi = {"annotation-prefixes": "['example.com/']"}
+    monkeypatch.setattr(checks, "toml_tables", lambda text: {"nvidia-container-runtime": {"modes": {"cdi": cdi}}})
+    row = checks.cdi_annotation_row(params(), state, "text")
+    assert row["status"] == "fail" and "example.com/" in row["detail"], row
+
+
 def test_the_cdi_annotation_row_is_skipped_without_the_nvidia_runtime():
     row = checks.cdi_annotation_row(params(), {"registered": False, "passthrough": {}}, HARDENED)
     assert row["status"] == "skipped" and "no nvidia runtime" in row["detail"], row
