@@ -12,7 +12,7 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, fuse, security, confinement, kubelet), whatever the order of O(families). The role
+    their order, isolation, doors, fuse, security, confinement, kubelet), whatever the order of O(families). The role
     gpu_validate prints them as a table, writes the report files and fails the node on a failed check; this
     module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
@@ -39,7 +39,7 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, fuse, security, confinement, kubelet]
+    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, fuse, security, confinement, kubelet]
     required: true
   node:
     description:
@@ -134,6 +134,16 @@ options:
     default: nvidia
   nvidia_default_allowed:
     description: Whether nvidia as a runtime's default was asked for; then that row warns instead of failing.
+    type: bool
+    default: false
+  toolkit_config:
+    description: NVIDIA's runtime configuration, read for the rows of the doors to a GPU without a request.
+    type: path
+    default: /etc/nvidia-container-runtime/config.toml
+  volume_mounts_allowed:
+    description:
+      - Whether C(accept-nvidia-visible-devices-as-volume-mounts = true) was asked for (the device plugin's
+        C(volume-mounts) strategy); then the row about GPUs by volume mount warns instead of failing.
     type: bool
     default: false
   toolkit_installed:
@@ -245,7 +255,14 @@ import string
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpu_validate_logic import feature_gates, json_problem, runtime_config, userns_missing
+from ansible.module_utils.gpu_validate_logic import (
+    TomlError,
+    feature_gates,
+    json_problem,
+    runtime_config,
+    toml_tables,
+    userns_missing,
+)
 from ansible.module_utils.nvidia_kernels import inspect_live
 from ansible.module_utils.systemd_units import boot_time, main_start_argv, main_start_us
 
@@ -256,6 +273,7 @@ FAMILIES = (
     "containerd",
     "crio",
     "isolation",
+    "doors",
     "fuse",
     "security",
     "confinement",
@@ -530,6 +548,218 @@ def check_toolkit(p: dict, node: dict, io: Node) -> tuple:
     return [row], installed
 
 
+# ---- doors to a GPU without a request (issue 24) -------------------------------------------------------------
+# NVIDIA's runtime (toolkit 1.20, internal/config/image/cuda_image.go, CUDA.VisibleDevices) takes device requests
+# from three places besides NVIDIA_VISIBLE_DEVICES: CDI annotations whose keys start with one of
+# nvidia-container-runtime.modes.cdi.annotation-prefixes (default ["cdi.k8s.io/"], api/config/v1/config.go),
+# and, with accept-nvidia-visible-devices-as-volume-mounts = true, bind mounts of /dev/null under
+# /var/run/nvidia-container-devices (requestsFromMounts). Neither is gated by the envvar hardening.
+
+VOLUME_MOUNT_ROOT = "/var/run/nvidia-container-devices"
+CDI_ANNOTATION_PREFIXES = ["cdi.k8s.io/"]  # the runtime's default when config.toml names none
+
+
+def _toolkit_config(text) -> tuple:
+    """(parsed config.toml, error text); ({}, '') when the file is not there."""
+    if text is None:
+        return {}, ""
+    try:
+        return toml_tables(text), ""
+    except TomlError as exc:
+        return {}, str(exc)
+
+
+def volume_mount_row(p: dict, text) -> dict:
+    """Whether NVIDIA's runtime takes GPUs from /dev/null mounts under /var/run/nvidia-container-devices, which any
+    pod allowed a hostPath volume can make."""
+    check = "toolkit: GPU by volume mount"
+    config, error = _toolkit_config(text)
+    if error:
+        return _row(
+            check, "fail", f"{p['toolkit_config']} is not TOML: {_truncate(error)}", "Run site.yml --tags toolkit"
+        )
+    if config.get("accept-nvidia-visible-devices-as-volume-mounts") is not True:
+        return _row(
+            check,
+            "ok",
+            f"NVIDIA's runtime ignores /dev/null mounts under {VOLUME_MOUNT_ROOT} "
+            "(accept-nvidia-visible-devices-as-volume-mounts is not true)",
+        )
+    detail = (
+        f"accept-nvidia-visible-devices-as-volume-mounts = true in {p['toolkit_config']}: a pod with RuntimeClass "
+        f"{p['runtime_name']} and a hostPath volume of /dev/null at {VOLUME_MOUNT_ROOT}/<GPU> gets that GPU "
+        "without requesting one"
+    )
+    admission = (
+        f"an admission policy must deny hostPath volumes of /dev/null (and any mount under {VOLUME_MOUNT_ROOT}) "
+        "to pods that request no nvidia.com/gpu"
+    )
+    if _bool(p.get("volume_mounts_allowed")):
+        return _row(
+            check,
+            "warn",
+            detail + " (asked for: the device plugin's volume-mounts strategy)",
+            admission[0].upper() + admission[1:],
+        )
+    return _row(
+        check,
+        "fail",
+        detail,
+        "Run site.yml --tags toolkit (nvidia_container_toolkit_accept_volume_mounts: false; GPU pods get their "
+        f"devices through CDI). Only for the device plugin's volume-mounts strategy set it true; then {admission}",
+    )
+
+
+def _path_match(pattern: str, name: str) -> bool:
+    """Go's path.Match, which containerd uses for pod_annotations / container_annotations: * and ? never match
+    '/', [...] is a class."""
+    regex, i = "", 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            regex += "[^/]*"
+        elif char == "?":
+            regex += "[^/]"
+        elif char == "[" and "]" in pattern[i + 1 :]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end]
+            body = body.replace("\\", "\\\\").replace("[", "\\[")
+            regex += "[" + body + "]"
+            i = end
+        elif char == "\\" and i + 1 < len(pattern):
+            i += 1
+            regex += re.escape(pattern[i])
+        else:
+            regex += re.escape(char)
+        i += 1
+    return re.fullmatch(regex, name) is not None
+
+
+def _witness(pattern: str) -> str:
+    """A name that a path.Match pattern matches, if it matches any: * -> '', ? -> 'x', a class -> one of its
+    characters (a character outside it when negated)."""
+    out, i = "", 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char == "*":
+            pass
+        elif char == "?":
+            out += "x"
+        elif char == "[" and "]" in pattern[i + 1 :]:
+            end = pattern.index("]", i + 1)
+            body = pattern[i + 1 : end]
+            if body[:1] == "^":
+                out += next((c for c in "xyzabc0123456789" if _path_match(pattern[i : end + 1], c)), "x")
+            else:
+                out += body[:1]
+            i = end
+        elif char == "\\" and i + 1 < len(pattern):
+            i += 1
+            out += pattern[i]
+        else:
+            out += char
+        i += 1
+    return out
+
+
+def _passes_prefix(pattern: str, prefix: str) -> bool:
+    """Whether an allow-list pattern lets through some annotation key <prefix><name> (a name has no '/')."""
+    candidates = [prefix + "x", _witness(pattern)]
+    if pattern.startswith(prefix):
+        candidates.append(prefix + _witness(pattern[len(prefix) :]))
+    return any(
+        key.startswith(prefix)
+        and len(key) > len(prefix)
+        and "/" not in key[len(prefix) :]
+        and _path_match(pattern, key)
+        for key in candidates
+    )
+
+
+def _runtime_tables(node, found: dict) -> None:
+    """Every `...runtimes.<name>` table of a containerd config dump (v1, v2 and v3 alike)."""
+    if not isinstance(node, dict):
+        return
+    runtimes = node.get("runtimes")
+    if isinstance(runtimes, dict) and all(isinstance(v, dict) for v in runtimes.values()):
+        found.update(runtimes)
+    for value in node.values():
+        _runtime_tables(value, found)
+
+
+def annotation_passthrough(dump_text, runtime_name: str) -> dict:
+    """pod_annotations and container_annotations of one runtime in `containerd config dump`."""
+    found: dict = {}
+    try:
+        _runtime_tables(toml_tables(str(dump_text or "")), found)
+    except TomlError:
+        return {}
+    entry = found.get(runtime_name) or {}
+    return {key: _string_list(entry.get(key)) for key in ("pod_annotations", "container_annotations")}
+
+
+def _string_list(value) -> list:
+    """A TOML array of strings; the text of one when the node's fallback TOML reader (Python < 3.11) kept it as
+    text (containerd 2.x dumps ['literal', 'strings'])."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, str) and value.strip().startswith("["):
+        return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value)]
+    return []
+
+
+def check_doors(p: dict, node: dict, io: Node, toolkit_installed: bool, containerd) -> list:
+    """The doors family: one row per way a pod that requests no GPU could still get one through NVIDIA's runtime
+    (containerd: containerd_state(), or None when containerd is not among the runtimes)."""
+    if not toolkit_installed:
+        return [_row("toolkit: GPU by volume mount", "skipped", "no toolkit installed")]
+    text = io.read(p["toolkit_config"])
+    rows = [volume_mount_row(p, text)]
+    if containerd is not None:
+        rows.append(cdi_annotation_row(p, containerd, text))
+    return rows
+
+
+def cdi_annotation_row(p: dict, c: dict, toolkit_text) -> dict:
+    """Whether containerd hands a pod's CDI annotations to NVIDIA's runtime, which injects the devices they name
+    (containerd copies pod annotations into the OCI spec only where the runtime's pod_annotations match them)."""
+    check = "containerd: CDI annotations of pods"
+    name = p["runtime_name"]
+    passthrough = c.get("passthrough")
+    if not c.get("registered") or passthrough is None:
+        return _row(check, "skipped", f"no {name} runtime in containerd's configuration")
+    config, _error = _toolkit_config(toolkit_text)
+    cdi = ((config.get("nvidia-container-runtime") or {}).get("modes") or {}).get("cdi") or {}
+    prefixes = cdi.get("annotation-prefixes", CDI_ANNOTATION_PREFIXES)
+    prefixes = _string_list(prefixes) if isinstance(prefixes, (list, str)) else CDI_ANNOTATION_PREFIXES
+    opened = sorted(
+        {
+            pattern
+            for pattern in passthrough["pod_annotations"]
+            for prefix in prefixes
+            if _passes_prefix(pattern, prefix)
+        }
+    )
+    if opened:
+        return _row(
+            check,
+            "fail",
+            f"pod_annotations {opened} of runtime {name} pass a pod's {', '.join(prefixes)} annotations to NVIDIA's "
+            f"runtime, which injects the CDI devices they name: any pod with RuntimeClass {name} gets a GPU by "
+            "annotation",
+            f"Remove those patterns from pod_annotations of the {name} runtime in containerd's config (device plugins "
+            "hand CDI devices to containerd through the CRI, not through pod annotations), or deny "
+            f"{', '.join(prefixes)} pod annotations in admission",
+        )
+    prefix_text = ", ".join(prefixes) if prefixes else "none (annotation-prefixes = [])"
+    return _row(
+        check,
+        "ok",
+        f"no pod annotation reaches NVIDIA's runtime as a CDI request (prefixes {prefix_text}; pod_annotations of "
+        f"{name}: {passthrough['pod_annotations'] or 'none'})",
+    )
+
+
 # ---- docker -----------------------------------------------------------------------------------------------
 
 # docker info as one JSON document: its runtimes and its default runtime (a Go template).
@@ -727,6 +957,14 @@ def check_docker(p: dict, node: dict, io: Node, toolkit_installed: bool) -> list
 # NVIDIA's runtime treats a container with CAP_SYS_ADMIN in its bounding set as privileged and then
 # honours NVIDIA_VISIBLE_DEVICES whatever its config says: FUSE pods (SYS_ADMIN) are exactly those.
 # Through the runtime that pods without a RuntimeClass get, such a container must still see no GPU.
+# What follows from NVIDIA's semantics (toolkit 1.20, internal/config/image/privileged.go: CAP_SYS_ADMIN in the
+# bounding set is "privileged", and then NVIDIA_VISIBLE_DEVICES counts whatever config.toml says).
+SYS_ADMIN_NOTE = (
+    "; through RuntimeClass nvidia NVIDIA's runtime would count it as privileged and honour the variable whatever"
+    " config.toml says, so SYS_ADMIN pods must use nvidia only when they request GPUs"
+)
+
+
 def docker_sys_admin_row(p: dict, node: dict, result) -> dict:
     """result: (rc, out, err) of the CAP_SYS_ADMIN container through docker's default runtime, or None."""
     check = "docker: GPU isolation (default, CAP_SYS_ADMIN)"
@@ -740,7 +978,7 @@ def docker_sys_admin_row(p: dict, node: dict, result) -> dict:
         rc, _out, err = result if result is not None else ("", "", "")
         return _row(check, "fail", f"the container did not run: exit code {rc} " + _truncate(err.strip(), 200), NO_SH)
     if int(count) == 0:
-        return _row(check, "ok", f"{like}: no /dev/nvidia* device")
+        return _row(check, "ok", f"{like}: no /dev/nvidia* device{SYS_ADMIN_NOTE}")
     return _row(
         check,
         "fail",
@@ -821,6 +1059,8 @@ def containerd_state(p: dict, node: dict, io: Node) -> dict:
         "running": running,
         "image": False,
         "cri": {},
+        # pod_annotations / container_annotations of the nvidia runtime (None: no dump)
+        "passthrough": annotation_passthrough(out, p["runtime_name"]) if rc == 0 else None,
         "id": "gpu-validate-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12)),
     }
     if not running:
@@ -1071,7 +1311,7 @@ def containerd_sys_admin_row(p: dict, node: dict, c: dict, result) -> dict:
             " apply to this container too",
         )
     if int(count) == 0:
-        return _row(check, "ok", f"{like} through {said}: no /dev/nvidia* device")
+        return _row(check, "ok", f"{like} through {said}: no /dev/nvidia* device{SYS_ADMIN_NOTE}")
     return _row(
         check,
         "fail",
@@ -1371,6 +1611,10 @@ def run_checks(p: dict, io: Node) -> dict:
         if "containerd" in p["runtimes"]:
             containerd = containerd or containerd_state(p, node, io)
             rows += check_containerd_isolation(p, node, io, containerd)
+    if "doors" in families:
+        if "containerd" in p["runtimes"]:
+            containerd = containerd or containerd_state(p, node, io)
+        rows += check_doors(p, node, io, known, containerd if "containerd" in p["runtimes"] else None)
     if "fuse" in families:
         rows += check_fuse(p, node, io)
     if "security" in families:
@@ -1406,6 +1650,8 @@ ARGUMENT_SPEC = dict(
     runtime_binary=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
     nvidia_default_allowed=dict(type="bool", default=False),
     toolkit_installed=dict(type="bool", default=False),
+    toolkit_config=dict(type="path", default="/etc/nvidia-container-runtime/config.toml"),
+    volume_mounts_allowed=dict(type="bool", default=False),
     fuse_device=dict(type="path", default="/dev/fuse"),
     apparmor_os=dict(type="bool", default=True),
     apparmor_profile=dict(type="str", default="fuse"),

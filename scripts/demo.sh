@@ -53,7 +53,10 @@ What is real and what is a stand-in here:
   - TEST STAND-IN: the NVIDIA container toolkit packages. NVIDIA's repository is
     not reachable from the build machines, so the demo builds a local signed
     apt repository of stand-in packages inside the node
-    (tests/fixtures/nvidia-container-toolkit-standin) and trusts its key. On a
+    (tests/fixtures/nvidia-container-toolkit-standin) and trusts its key. They
+    carry NVIDIA's real runtime, hook and nvidia-ctk (1.20.0, built from source:
+    ../shared/upstream), so "container via nvidia" ran NVIDIA's runtime with
+    the config.toml the role wrote (only nvidia-container-cli is a stand-in). On a
     real node the role installs NVIDIA's packages from NVIDIA's signed
     repository (or your mirror of it): see inventories/example.
   - no GPU: the node is a container, so the driver role skips it and the GPU

@@ -151,6 +151,12 @@ def node_socket(container: str, path: str = CONTAINERD_SOCKET) -> str:
     return f"unix:///proc/{pid}/root{path}"
 
 
+def _proto_value(message, value: str):
+    """KeyValue.value is a string in older CRI protos and bytes in newer ones (k8s.io/cri-api >= 1.34)."""
+    field = message.DESCRIPTOR.fields_by_name["value"]
+    return value.encode() if field.type == field.TYPE_BYTES else value
+
+
 class CriClient:
     """The few CRI RuntimeService calls the tests need (what a kubelet does to start a pod)."""
 
@@ -308,3 +314,76 @@ class CriClient:
                 time.sleep(0.5)
         finally:
             self.remove_pod(sandbox)
+
+    def run_probe(
+        self,
+        name: str,
+        handler: str,
+        image: str,
+        command: list[str],
+        *,
+        pod_annotations: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        mounts: tuple[tuple[str, str], ...] = (),
+        envs: dict[str, str] | None = None,
+        add_capabilities: tuple[str, ...] = (),
+        wait: float = 60,
+    ) -> tuple[int | None, str]:
+        """Run a pod of one container through runtime handler ``handler`` as a kubelet would, and remove it.
+
+        ``pod_annotations`` go on the pod sandbox (what a pod's metadata.annotations become), ``annotations`` on
+        the container (a kubelet puts there only what device plugins return), ``mounts`` are (host path,
+        container path) binds (an emptyDir or hostPath volume). Returns (exit code, path of the container's log on
+        the node) when the container ran to its end, or (None, the runtime's error) when the sandbox or the
+        container failed."""
+        pb = self.pb
+        namespaces = pb.NamespaceOption(network=pb.NODE)
+        uid = f"{name}-{time.time_ns()}"
+        log_dir = f"/var/log/pods/gpunode-test_{name}_{uid}"
+        sandbox_config = pb.PodSandboxConfig(
+            metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace="gpunode-test"),
+            log_directory=log_dir,
+            annotations=pod_annotations or {},
+            linux=pb.LinuxPodSandboxConfig(
+                cgroup_parent="gpunode_test.slice",
+                security_context=pb.LinuxSandboxSecurityContext(namespace_options=namespaces),
+            ),
+        )
+        sandbox = None
+        try:
+            sandbox = self.runtime.RunPodSandbox(
+                pb.RunPodSandboxRequest(config=sandbox_config, runtime_handler=handler), timeout=self.timeout
+            ).pod_sandbox_id
+            config = pb.ContainerConfig(
+                metadata=pb.ContainerMetadata(name="main"),
+                image=pb.ImageSpec(image=image),
+                command=command,
+                log_path="main.log",
+                annotations=annotations or {},
+                envs=[pb.KeyValue(key=k, value=_proto_value(pb.KeyValue, v)) for k, v in (envs or {}).items()],
+                mounts=[pb.Mount(host_path=h, container_path=c) for h, c in mounts],
+                linux=pb.LinuxContainerConfig(
+                    security_context=pb.LinuxContainerSecurityContext(
+                        capabilities=pb.Capability(add_capabilities=list(add_capabilities)),
+                        namespace_options=namespaces,
+                    )
+                ),
+            )
+            container = self.runtime.CreateContainer(
+                pb.CreateContainerRequest(pod_sandbox_id=sandbox, config=config, sandbox_config=sandbox_config),
+                timeout=self.timeout,
+            ).container_id
+            self.runtime.StartContainer(pb.StartContainerRequest(container_id=container), timeout=self.timeout)
+            deadline = time.monotonic() + wait
+            while True:
+                status = self.runtime.ContainerStatus(pb.ContainerStatusRequest(container_id=container)).status
+                if status.state == pb.CONTAINER_EXITED:
+                    return status.exit_code, status.log_path
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"container {container} of pod {name} still {status.state} after {wait} s")
+                time.sleep(0.5)
+        except self.grpc.RpcError as exc:
+            return None, exc.details() or str(exc)
+        finally:
+            if sandbox is not None:
+                self.remove_pod(sandbox)

@@ -47,6 +47,9 @@ def clone(tmp_path_factory):
     venv = ROOT / ".venv"
     if (dest / "requirements.txt").read_bytes() == (ROOT / "requirements.txt").read_bytes() and venv.is_dir():
         (dest / ".venv").symlink_to(venv)
+    # the checkout's layout: NVIDIA's toolkit binaries (test input, see shared/upstream) next to the project
+    if (ROOT.parent / "shared").is_dir():
+        (dest.parent / "shared").symlink_to(ROOT.parent / "shared")
     _remove_node()
     yield dest
     _remove_node()
@@ -142,3 +145,14 @@ def test_second_run_changes_nothing_and_shows_the_table_again(second_run):
     recap = _site_recap(output)
     assert recap.get("changed") == 0 and recap.get("failed") == 0, recap
     assert _headline_counts(output).get("fail") == 0
+
+
+def test_the_demo_node_runs_nvidias_real_runtime_with_the_projects_config(first_run):
+    """Issue 24: the stand-in packages carry NVIDIA's runtime (1.20.0 from ../shared/upstream), so the doctor's
+    "container via nvidia" rows ran NVIDIA's runtime with the config.toml the role wrote."""
+    assert "NVIDIA Container Runtime version 1.20.0" in _node("nvidia-container-runtime", "--version")
+    report = json.loads(_node("cat", REPORT))
+    via_nvidia = [c for c in report["checks"] if c["check"].endswith(": container via nvidia")]
+    assert via_nvidia and all(c["status"] == "ok" for c in via_nvidia), via_nvidia
+    config = _node("cat", "/etc/nvidia-container-runtime/config.toml")
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in config

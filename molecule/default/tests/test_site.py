@@ -93,7 +93,7 @@ def test_nvidia_is_registered_but_never_the_default(host):
 def test_toolkit_hardening_is_in_place(host):
     config = host.file("/etc/nvidia-container-runtime/config.toml").content_string
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in config
-    assert "accept-nvidia-visible-devices-as-volume-mounts = true" in config
+    assert "accept-nvidia-visible-devices-as-volume-mounts = false" in config
 
 
 _CHECK_RUN: dict[str, object] = {}
@@ -206,8 +206,9 @@ SYS_ADMIN_ROW = "containerd: GPU isolation (default, CAP_SYS_ADMIN)"
 
 def test_the_doctor_runs_a_sys_admin_container_through_cris_default_runtime_and_fails_when_nvidia_is_it(host):
     """Issue 13 item 5 on containerd 2.1: a FUSE pod (CAP_SYS_ADMIN) without a RuntimeClass gets CRI's default
-    runtime. With a GPU pretended and the nvidia binary behaving like NVIDIA's with a privileged container (a
-    TEST STAND-IN bind-mounted over the stand-in package's binary), the doctor's row is ok while runc is CRI's
+    runtime. With a GPU pretended and the nvidia binary behaving like NVIDIA's with a privileged container on a
+    GPU machine (a TEST STAND-IN bind-mounted over NVIDIA's real binary for this test only: without a driver the
+    real runtime fails such a container instead of handing it devices), the doctor's row is ok while runc is CRI's
     default, and fails once default_runtime_name is nvidia (ctr's own default stays runc all along)."""
     if _name(host) != "site-forky":
         return

@@ -2,7 +2,9 @@
 a container runs through the registered runtime; CDI spec generated (driver SIMULATED, see
 molecule/resources/tasks/standin_facts.yml).
 
-/usr/bin/nvidia-container-runtime and nvidia-ctk are TEST STAND-INS. There is no crictl in Debian, so the
+/usr/bin/nvidia-container-runtime is NVIDIA's real runtime (toolkit 1.20.0) from the stand-in package; nvidia-ctk
+is NVIDIA's too, behind a TEST STAND-IN wrapper that answers `cdi generate` for the simulated driver
+(tests/fixtures/nvidia-container-toolkit-standin/files/nvidia-ctk-simulated-gpu). There is no crictl in Debian, so the
 container is started with ctr using exactly the shim and binary of the runtime entry containerd loaded.
 """
 
@@ -16,7 +18,7 @@ import yaml
 testinfra_hosts = ["ansible://tk-debian13"]
 
 IMAGE = "docker.io/gpunode-test/busybox:latest"
-RUNTIME_LOG = "/var/log/nvidia-container-runtime-standin.log"
+RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"  # NVIDIA's runtime, debug file set in prepare
 CRI = "io.containerd.grpc.v1.cri"
 
 
@@ -47,7 +49,7 @@ def test_a_container_runs_through_the_registered_nvidia_runtime(host, effective_
     assert run.rc == 0, run.stderr
     assert run.stdout.strip() == "nested-ok"
     new_calls = host.run(f"cat {RUNTIME_LOG}").stdout[len(before) :]
-    assert "create --bundle" in new_calls and "tk-verify-nvidia" in new_calls, new_calls
+    assert "Create command detected" in new_calls and "tk-verify-nvidia" in new_calls, new_calls
 
 
 def test_the_cdi_spec_was_generated_by_the_installed_toolkit(host):

@@ -158,13 +158,23 @@ def test_changing_the_pin_moved_all_four_packages_and_kept_them_held(host):
     now = dpkg_state(host.check_output(f"dpkg-query --show --showformat='{fmt}' {' '.join(PACKAGES)}"))
     assert now == {name: ("1.18.0-1", "hold ok installed") for name in PACKAGES}
     assert sorted(host.check_output("apt-mark showhold").split()) == sorted(PACKAGES)
-    assert host.check_output("nvidia-ctk --version").splitlines()[0] == "NVIDIA Container Toolkit CLI version 1.18.0"
+    # the stand-in packages carry NVIDIA's real binaries (toolkit 1.20.0, shared/upstream), whatever the version
+    assert host.check_output("nvidia-ctk --version").splitlines()[0] == "NVIDIA Container Toolkit CLI version 1.20.0"
 
 
 def test_the_installed_packages_are_the_test_stand_ins(host):
-    # guard: this scenario must never pass because something real got installed
+    # guard: this scenario must never pass because something from NVIDIA's repository got installed
     for name in PACKAGES:
         assert host.file(f"/usr/share/doc/{name}/STAND-IN").exists, name
+
+
+def test_the_stand_in_packages_carry_nvidias_real_binaries(host):
+    """NVIDIA's own runtime, hook and CDI hook (toolkit 1.20.0 from shared/upstream), not scripts."""
+    for binary in ("nvidia-container-runtime", "nvidia-container-runtime-hook", "nvidia-cdi-hook"):
+        head = host.check_output(f"head -c 4 /usr/bin/{binary} | od -An -c").split()
+        assert head[1:4] == ["E", "L", "F"], (binary, head)
+    version = host.check_output("nvidia-container-runtime --version")
+    assert "NVIDIA Container Runtime version 1.20.0" in version, version
 
 
 # --------------------------------------------------------------------------- config.toml
@@ -176,10 +186,11 @@ def test_config_toml_has_the_hardening_keys_and_keeps_unmanaged_settings(host):
     text = config.content_string
     value = tomllib.loads(text)
     assert value["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False
-    assert value["accept-nvidia-visible-devices-as-volume-mounts"] is True
+    assert value["accept-nvidia-visible-devices-as-volume-mounts"] is False
     # written by prepare, not managed by the role: kept through the role and two package installs
     assert value["nvidia-container-runtime"]["log-level"] == "debug"
     assert value["nvidia-container-runtime"]["runtimes"] == ["runc"]
+    assert value["nvidia-container-runtime"]["debug"] == "/var/log/nvidia-container-runtime.log"
     assert "# raised by the operator for debugging; must be kept" in text
     assert text.startswith("# pre-existing config (molecule prepare)")
 

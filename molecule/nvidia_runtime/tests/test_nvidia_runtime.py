@@ -1,0 +1,275 @@
+"""NVIDIA's REAL runtime (toolkit 1.20.0 from shared/upstream, in the stand-in packages) with the config.toml the
+toolkit role leaves, on docker and through the CRI of containerd 1.7 (nv-debian13) and 2.2 (nv-ubuntu2204).
+
+Issue 24 item 4: the hardened config as NVIDIA's runtime reads it (its debug log shows each decision).
+Issue 24 item 5: no GPU through a CDI annotation or a volume mount for a pod that requests none. The GPU is a
+fake CDI spec (prepare.yml: kind nvidia.com/gpu, device all = /dev/null as /dev/gpunode-fake-gpu0 and
+GPUNODE_FAKE_GPU=injected); NVIDIA's runtime injects it like a real one when asked by a CDI name. Requests that
+NVIDIA's runtime resolves itself (NVIDIA_VISIBLE_DEVICES=all, a /dev/null mount at .../all) need the driver: on
+these GPU-less nodes they fail with "failed to initialize NVML" (what the runtime does before injecting).
+
+Each door is opened once (a mutation) to show that the test and the doctor's row see it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parents[1]))
+from tests.cri.client import CriClient, node_socket
+
+testinfra_hosts = ["ansible://nv-debian13", "ansible://nv-ubuntu2204"]
+
+LOG = "/var/log/nvidia-container-runtime.log"
+CONFIG = "/etc/nvidia-container-runtime/config.toml"
+DOCKER_IMAGE = "gpunode-test/busybox:latest"
+CRI_IMAGE = "docker.io/gpunode-test/busybox:latest"
+FAKE_DEVICE = "/dev/gpunode-fake-gpu0"
+# exit 0: no GPU; 3: the fake GPU's device or variable is there
+PROBE = ["sh", "-c", f'if [ -e {FAKE_DEVICE} ] || [ -n "$GPUNODE_FAKE_GPU" ]; then exit 3; fi; exit 0']
+CDI_ANNOTATION = {"cdi.k8s.io/gpunode-test": "nvidia.com/gpu=all"}
+DEVICES_ROOT = "/var/run/nvidia-container-devices"
+EMPTY_DIR = "/var/lib/gpunode-test/empty-dir"
+# NVIDIA's runtime's own lines (internal/config/image/cuda_image.go, internal/modifier/cdi.go)
+IGNORED_ENVVAR = "Ignoring devices requested by environment variable(s) in unprivileged container"
+NO_DEVICES = "No devices requested; no modification required."
+JIT_CDI = "Using automatic CDI modfier for devices [runtime.nvidia.com/gpu=all]"
+NO_DRIVER = "failed to initialize NVML"
+
+
+def _name(host) -> str:
+    return host.backend.get_hostname()
+
+
+def _log_size(host) -> int:
+    return int(host.check_output(f"stat -c %s {LOG} 2>/dev/null || echo 0"))
+
+
+def _log_since(host, offset: int) -> str:
+    return host.check_output(f"tail -c +{offset + 1} {LOG}")
+
+
+@pytest.fixture
+def cri(host):
+    with CriClient(node_socket(_name(host))) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def doors_config(host):
+    """config.toml and containerd's config restored after each mutation (restart included)."""
+    saved = {path: host.check_output(f"base64 -w0 {path}") for path in (CONFIG, "/etc/containerd/config.toml")}
+    yield saved
+    for path, content in saved.items():
+        host.check_output(f"echo {content} | base64 -d > {path}")
+
+
+def _doctor(host, families=("toolkit", "doors"), **more) -> dict:
+    """The doctor's rows of these families on this node, as the role runs the module."""
+    facts = host.ansible("gpu_node_facts", check=False)["ansible_facts"]["gpu_node"]
+    args = {"families": list(families), "node": facts, "runtimes": ["docker", "containerd"], **more}
+    result = host.ansible("gpu_validate_checks", json.dumps(args), check=False)
+    return {row["check"]: row for row in result["checks"]}
+
+
+# ---------------------------------------------------------------------------------------------- item 1 and 4
+
+
+def test_nvidia_is_nvidias_real_runtime_reading_the_projects_config(host):
+    assert "NVIDIA Container Runtime version 1.20.0" in host.check_output("nvidia-container-runtime --version")
+    config = host.file(CONFIG).content_string
+    assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in config
+    assert "accept-nvidia-visible-devices-as-volume-mounts = false" in config
+    assert f'debug = "{LOG}"' in config
+
+
+def _docker(host, *options: str, command: str = "true"):
+    offset = _log_size(host)
+    run = host.run(
+        f"timeout 120 docker run --rm --network none --runtime nvidia {' '.join(options)} {DOCKER_IMAGE} {command}"
+    )
+    return run, _log_since(host, offset)
+
+
+def test_docker_a_container_through_nvidia_starts_with_the_projects_config(host):
+    run, log = _docker(host, command="echo nested-ok")
+    assert run.rc == 0 and run.stdout.strip() == "nested-ok", run.stderr
+    # the log file and its level come from config.toml only: the runtime read the project's file
+    assert "Create command detected; applying OCI specification modifications" in log, log
+    assert NO_DEVICES in log and "Forwarding command to runtime" in log, log
+
+
+def test_docker_unprivileged_envvar_all_gets_no_device_and_no_cdi_edit(host):
+    run, log = _docker(host, "-e NVIDIA_VISIBLE_DEVICES=all", command=" ".join(PROBE[:2]) + f" '{PROBE[2]}'")
+    assert run.rc == 0, (run.rc, run.stderr)
+    assert IGNORED_ENVVAR in log and NO_DEVICES in log, log
+    assert "Injecting devices using CDI" not in log and JIT_CDI not in log, log
+
+
+def test_docker_cap_sys_admin_counts_as_privileged_for_nvidias_runtime(host):
+    """Upstream semantics (internal/config/image/privileged.go): CAP_SYS_ADMIN in the bounding set is
+    'privileged', and then NVIDIA_VISIBLE_DEVICES is honoured whatever config.toml says. Without a driver the
+    runtime fails the container where a GPU node would hand it every GPU."""
+    run, log = _docker(host, "--cap-add SYS_ADMIN -e NVIDIA_VISIBLE_DEVICES=all")
+    assert run.rc != 0, run.stdout
+    assert JIT_CDI in log and NO_DRIVER in log, log
+    assert IGNORED_ENVVAR not in log, log
+
+
+def test_mutation_accepting_the_envvar_when_unprivileged_injects(host, doors_config):
+    host.check_output(
+        f"sed -i 's/^accept-nvidia-visible-devices-envvar-when-unprivileged = false/"
+        f"accept-nvidia-visible-devices-envvar-when-unprivileged = true/' {CONFIG}"
+    )
+    try:
+        run, log = _docker(host, "-e NVIDIA_VISIBLE_DEVICES=all")
+        assert run.rc != 0, run.stdout
+        assert JIT_CDI in log and NO_DRIVER in log and IGNORED_ENVVAR not in log, log
+    finally:
+        host.check_output(f"echo {doors_config[CONFIG]} | base64 -d > {CONFIG}")
+    run, log = _docker(host, "-e NVIDIA_VISIBLE_DEVICES=all")
+    assert run.rc == 0 and IGNORED_ENVVAR in log, (run.stderr, log)
+
+
+def _pod(host, cri, name: str, handler: str, **kwargs) -> tuple[str, str]:
+    """('clean' | 'gpu' | 'error: ...', NVIDIA's log meanwhile) of a pod running PROBE."""
+    offset = _log_size(host)
+    code, detail = cri.run_probe(name, handler, CRI_IMAGE, PROBE, **kwargs)
+    outcome = (
+        {0: "clean", 3: "gpu"}.get(code, f"error: exit {code} {detail}") if code is not None else f"error: {detail}"
+    )
+    return outcome, _log_since(host, offset)
+
+
+def test_cri_unprivileged_envvar_all_through_nvidia_gets_no_device(host, cri):
+    outcome, log = _pod(host, cri, "envvar", "nvidia", envs={"NVIDIA_VISIBLE_DEVICES": "all"})
+    assert outcome == "clean", outcome
+    assert IGNORED_ENVVAR in log and NO_DEVICES in log, log
+
+
+def test_cri_cap_sys_admin_through_nvidia_counts_as_privileged(host, cri):
+    outcome, log = _pod(
+        host, cri, "sys-admin", "nvidia", envs={"NVIDIA_VISIBLE_DEVICES": "all"}, add_capabilities=("SYS_ADMIN",)
+    )
+    assert outcome.startswith("error") and NO_DRIVER in outcome, outcome
+    assert JIT_CDI in log, log
+
+
+def test_the_doctors_cap_sys_admin_row_says_what_follows(host):
+    """With a GPU pretended, the FUSE-like container through docker's default runtime (runc) sees nothing, and the
+    row says what NVIDIA's runtime would do with it."""
+    rows = _doctor(host, ("isolation",), has_gpu=True, test_image=DOCKER_IMAGE)
+    row = rows["docker: GPU isolation (default, CAP_SYS_ADMIN)"]
+    assert row["status"] == "ok", row
+    assert "NVIDIA's runtime would count it as privileged" in row["detail"], row
+
+
+def test_the_doctor_explains_the_hardening_and_finds_every_door_shut(host):
+    rows = _doctor(host)
+    assert rows["toolkit: GPU by volume mount"]["status"] == "ok", rows
+    assert rows["containerd: CDI annotations of pods"]["status"] == "ok", rows
+
+
+# ---------------------------------------------------------------------------------------------- item 5
+
+# (pod name, what the pod asks, kwargs of run_probe)
+REQUESTS = {
+    "pod-annotation": {"pod_annotations": CDI_ANNOTATION},
+    "empty-dir": {"mounts": ((EMPTY_DIR, f"{DEVICES_ROOT}/all"),)},
+    "host-path-dev-null": {"mounts": (("/dev/null", f"{DEVICES_ROOT}/cdi/nvidia.com/gpu/all"),)},
+}
+
+
+@pytest.mark.parametrize("handler", ["", "nvidia"])
+@pytest.mark.parametrize("request_name", sorted(REQUESTS))
+def test_a_pod_that_requests_no_gpu_sees_neither_the_device_nor_the_variable(host, cri, handler, request_name):
+    host.check_output(f"mkdir -p {EMPTY_DIR}")
+    outcome, log = _pod(host, cri, request_name, handler, **REQUESTS[request_name])
+    assert outcome == "clean", (request_name, handler or "default", outcome, log)
+    if handler == "nvidia":
+        assert NO_DEVICES in log, log  # NVIDIA's runtime saw the container and found no request
+
+
+@pytest.mark.parametrize("handler", ["", "nvidia"])
+def test_the_device_plugins_channel_container_annotations_does_inject(host, cri, handler):
+    """Control: the fake spec is a working GPU. Container annotations come only from device plugins through the
+    kubelet (the cdi-annotations strategy; a pod cannot set them): containerd's own CDI injects them whatever the
+    handler."""
+    outcome, _log = _pod(host, cri, "container-annotation", handler, annotations=CDI_ANNOTATION)
+    assert outcome == "gpu", outcome
+
+
+def _restart_containerd(host, cri) -> None:
+    host.check_output("systemctl restart containerd")
+    deadline = time.monotonic() + 60
+    while not cri.runtime_ready():
+        assert time.monotonic() < deadline, "containerd's CRI did not come back"
+        time.sleep(1)
+
+
+# containerd 1.7 (v2) and 2.x (v3) alike: the nvidia runtime's table header, then one key under it
+OPEN_POD_ANNOTATIONS = r"""
+import re, sys
+path = sys.argv[1]
+text = open(path).read()
+header = re.search(r"(?m)^[ \t]*\[plugins\.(['\"])io\.containerd\.(?:cri\.v1\.runtime|grpc\.v1\.cri)\1"
+                   r"\.containerd\.runtimes\.(['\"]?)nvidia\2\][ \t]*$", text)
+assert header, "no nvidia runtime table"
+following = re.search(r"(?m)^[ \t]*\[", text[header.end() :])
+end = header.end() + (following.start() if following else len(text) - header.end())
+table = text[header.end() : end]
+line = '  pod_annotations = ["cdi.k8s.io/*"]'
+if re.search(r"(?m)^[ \t]*pod_annotations[ \t]*=", table):  # a dumped config names it already (= [])
+    table = re.sub(r"(?m)^[ \t]*pod_annotations[ \t]*=.*$", line, table)
+else:
+    table = "\n" + line + table
+open(path, "w").write(text[: header.end()] + table + text[end:])
+"""
+
+
+def test_mutation_pod_annotations_passed_to_nvidia_inject_and_the_doctor_fails(host, cri, doors_config):
+    import base64
+
+    script = base64.b64encode(OPEN_POD_ANNOTATIONS.encode()).decode()
+    host.check_output(f"echo {script} | base64 -d | python3 - /etc/containerd/config.toml")
+    try:
+        _restart_containerd(host, cri)
+        outcome, log = _pod(host, cri, "pod-annotation", "nvidia", pod_annotations=CDI_ANNOTATION)
+        assert outcome == "gpu", (outcome, log)
+        assert "Injecting devices using CDI: [nvidia.com/gpu=all]" in log, log
+        row = _doctor(host)["containerd: CDI annotations of pods"]
+        assert row["status"] == "fail" and "['cdi.k8s.io/*']" in row["detail"], row
+        # the default handler (runc) ignores the annotation even when it is passed
+        outcome, _log = _pod(host, cri, "pod-annotation", "", pod_annotations=CDI_ANNOTATION)
+        assert outcome == "clean", outcome
+    finally:
+        host.check_output(
+            f"echo {doors_config['/etc/containerd/config.toml']} | base64 -d > /etc/containerd/config.toml"
+        )
+        _restart_containerd(host, cri)
+    assert _doctor(host)["containerd: CDI annotations of pods"]["status"] == "ok"
+
+
+def test_mutation_volume_mounts_accepted_inject_and_the_doctor_fails(host, cri, doors_config):
+    host.check_output(
+        f"sed -i 's/^accept-nvidia-visible-devices-as-volume-mounts = false/"
+        f"accept-nvidia-visible-devices-as-volume-mounts = true/' {CONFIG}"
+    )
+    try:
+        outcome, log = _pod(host, cri, "host-path-dev-null", "nvidia", **REQUESTS["host-path-dev-null"])
+        assert outcome == "gpu", (outcome, log)
+        assert "Injecting devices using CDI: [nvidia.com/gpu=all]" in log, log
+        # an emptyDir is no request: NVIDIA's runtime takes only /dev/null mounts (requestsFromMounts)
+        outcome, log = _pod(host, cri, "empty-dir", "nvidia", **REQUESTS["empty-dir"])
+        assert outcome == "clean" and NO_DEVICES in log, (outcome, log)
+        row = _doctor(host)["toolkit: GPU by volume mount"]
+        assert row["status"] == "fail" and "hostPath volume of /dev/null" in row["detail"], row
+    finally:
+        host.check_output(f"echo {doors_config[CONFIG]} | base64 -d > {CONFIG}")
+    assert _doctor(host)["toolkit: GPU by volume mount"]["status"] == "ok"

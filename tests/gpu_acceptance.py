@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""GPU acceptance check: what CI cannot prove, on a machine with a REAL NVIDIA GPU and a loaded driver.
+
+Run it as root from the project root, with the project's venv (ansible) and NVIDIA's toolkit binaries in
+../shared/upstream/nvidia-container-toolkit (or NVIDIA_TOOLKIT_BINARIES=<dir>):
+
+    sudo .venv/bin/python tests/gpu_acceptance.py            # exit 0: every step passed
+
+Steps (each prints PASS or FAIL with what it compared):
+  1. gpu_node_facts on the real sysfs: its GPUs (PCI address and device ID) are those of /sys/bus/pci with vendor
+     0x10de and a display/3D class, and the flavour nvidia_driver_flavour=auto picks for them (open or
+     proprietary, plugins/filter/nvidia_driver.py) is printed with its reason.
+  2. The doctor's GPU rows (gpu_validate_checks, family driver) against the real nvidia-smi: "NVIDIA driver" and
+     "nvidia-smi" are ok, and the GPU count matches `nvidia-smi --query-gpu`.
+  3. NVIDIA's `nvidia-ctk cdi generate` against the real driver, the spec checked: kind nvidia.com/gpu, one device
+     per GPU by index and by UUID, an `all` device, each GPU's /dev/nvidiaN among its device nodes and present on
+     the host, /dev/nvidiactl in the common edits.
+  4. A container with a CDI GPU request (the annotation cdi.k8s.io/...=nvidia.com/gpu=0) through NVIDIA's real
+     nvidia-container-runtime (config: mode cdi, the generated spec) and runc: it sees /dev/nvidia0, and, on a
+     machine with several GPUs, not /dev/nvidia1. The root filesystem is busybox-static's busybox.
+
+Without an NVIDIA GPU and loaded driver it refuses (exit 2) and says what is missing; it never runs in CI.
+Nothing on the machine is changed outside a temporary directory (the container is removed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BINARIES = Path(
+    os.environ.get("NVIDIA_TOOLKIT_BINARIES", ROOT.parent / "shared" / "upstream" / "nvidia-container-toolkit")
+)
+# where the PCI functions are (tests point it at an empty directory to see the refusal on any machine)
+PCI_ROOT = os.environ.get("GPU_ACCEPTANCE_PCI_ROOT", "/sys/bus/pci/devices")
+GPU_CLASSES = ("0x0300", "0x0302")  # VGA compatible / 3D controller, as gpu_node_facts counts GPUs
+REFUSED = 2
+
+
+# ---------------------------------------------------------------------------------------------- pure parts
+
+
+def sysfs_gpus(pci_root: str = PCI_ROOT) -> list[dict]:
+    """NVIDIA GPUs on PCI, read straight from sysfs: [{pci_address, device_id}] sorted by address."""
+    found = []
+    for entry in sorted(Path(pci_root).glob("*")):
+        try:
+            vendor = (entry / "vendor").read_text().strip()
+            pci_class = (entry / "class").read_text().strip()
+            device = (entry / "device").read_text().strip()
+        except OSError:
+            continue
+        if vendor == "0x10de" and pci_class[:6] in GPU_CLASSES and not (entry / "physfn").exists():
+            found.append({"pci_address": entry.name, "device_id": device})
+    return found
+
+
+def smi_gpus(text: str) -> list[dict]:
+    """`nvidia-smi --query-gpu=index,uuid,pci.bus_id --format=csv,noheader` -> [{index, uuid, pci_bus_id}]."""
+    gpus = []
+    for line in text.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) == 3 and fields[0].isdigit():
+            gpus.append({"index": fields[0], "uuid": fields[1], "pci_bus_id": fields[2]})
+    return gpus
+
+
+def check_cdi_spec(spec: dict, gpus: list[dict], exists=os.path.exists) -> list[str]:
+    """Problems of a CDI spec from `nvidia-ctk cdi generate` for these GPUs (smi_gpus); [] when it is right."""
+    problems = []
+    if not isinstance(spec, dict):
+        return ["the spec is not a mapping"]
+    if spec.get("kind") != "nvidia.com/gpu":
+        problems.append(f"kind is {spec.get('kind')!r}, not 'nvidia.com/gpu'")
+    if not str(spec.get("cdiVersion", "")):
+        problems.append("no cdiVersion")
+    devices = {str(d.get("name")): d for d in spec.get("devices") or [] if isinstance(d, dict)}
+    if "all" not in devices:
+        problems.append("no device 'all'")
+    for gpu in gpus:
+        node = f"/dev/nvidia{gpu['index']}"
+        for name in (gpu["index"], gpu["uuid"]):
+            device = devices.get(name)
+            if device is None:
+                problems.append(f"no device {name!r} for GPU {gpu['index']} ({gpu['pci_bus_id']})")
+                continue
+            paths = [n.get("path") for n in (device.get("containerEdits") or {}).get("deviceNodes") or []]
+            if node not in paths:
+                problems.append(f"device {name!r} does not carry {node} (it has {paths})")
+        if not exists(node):
+            problems.append(f"{node} is not on the host")
+    common = [n.get("path") for n in (spec.get("containerEdits") or {}).get("deviceNodes") or []]
+    if "/dev/nvidiactl" not in common:
+        problems.append(f"the common containerEdits lack /dev/nvidiactl (they have {common})")
+    return problems
+
+
+def refusal(has_gpu: bool, driver_loaded: bool, tools: dict[str, bool]) -> str:
+    """'' when the machine can run the acceptance check, else what is missing (the check refuses)."""
+    missing = []
+    if not has_gpu:
+        missing.append("no NVIDIA GPU on PCI (vendor 0x10de, display or 3D class)")
+    if not driver_loaded:
+        missing.append("the NVIDIA driver is not loaded (/proc/driver/nvidia/version is missing)")
+    missing += [f"{name} is missing" for name, found in tools.items() if not found]
+    return "; ".join(missing)
+
+
+# ---------------------------------------------------------------------------------------------- the steps
+
+
+def _ansible(module: str, args: dict) -> dict:
+    """Run one of the project's modules on this machine through ansible (the project's ansible.cfg)."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    argv = [shutil.which("ansible") or str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local"]
+    argv += ["-m", module, "-a", json.dumps(args)]
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    try:
+        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    except (ValueError, KeyError, IndexError):
+        raise RuntimeError(f"ansible -m {module} failed: {proc.stdout[-2000:]} {proc.stderr[-2000:]}") from None
+    if result.get("failed"):
+        raise RuntimeError(f"{module} failed: {result.get('msg')}")
+    return result
+
+
+def _flavour(gpus: list[dict]) -> dict:
+    sys.path.insert(0, str(ROOT / "plugins" / "filter"))
+    from nvidia_driver import nvidia_kernel_module
+
+    return nvidia_kernel_module(gpus, "auto", "", None, os.uname().machine)
+
+
+def step_facts(report) -> dict:
+    facts = _ansible("gpu_node_facts", {})["ansible_facts"]["gpu_node"]
+    mine = sysfs_gpus()
+    theirs = sorted(
+        ({"pci_address": g.get("pci_address"), "device_id": g.get("device_id")} for g in facts["gpus"]),
+        key=lambda g: str(g["pci_address"]),
+    )
+    report("gpu_node_facts: GPUs from sysfs", theirs == mine, f"facts {theirs}, sysfs {mine}")
+    choice = _flavour(facts["gpus"])
+    report(
+        "gpu_node_facts: flavour auto picks",
+        not choice["error"],
+        f"{choice['flavour']} ({choice['reason'] or choice['error']}); driver loaded: {facts['driver']}",
+    )
+    return facts
+
+
+def step_doctor(report, facts: dict, gpus: list[dict]) -> None:
+    rows = {r["check"]: r for r in _ansible("gpu_validate_checks", {"families": ["driver"], "node": facts})["checks"]}
+    for name in ("NVIDIA driver", "nvidia-smi"):
+        row = rows.get(name, {})
+        report(
+            f"doctor: {name}", row.get("status") == "ok", f"{row.get('status')}: {row.get('detail')} {row.get('fix')}"
+        )
+    report(
+        "doctor: GPU count",
+        int(facts.get("gpu_count") or 0) == len(gpus),
+        f"facts {facts.get('gpu_count')}, nvidia-smi {len(gpus)}",
+    )
+
+
+def step_cdi(report, work: Path, gpus: list[dict]) -> Path:
+    import yaml
+
+    spec_dir = work / "cdi"
+    spec_dir.mkdir()
+    out = spec_dir / "nvidia.yaml"
+    env = dict(os.environ, PATH=f"{BINARIES}:{os.environ.get('PATH', '')}")
+    proc = subprocess.run(
+        [str(BINARIES / "nvidia-ctk"), "cdi", "generate", f"--output={out}"], env=env, capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        report("nvidia-ctk cdi generate", False, proc.stderr[-1500:])
+        return spec_dir
+    problems = check_cdi_spec(yaml.safe_load(out.read_text()), gpus)
+    report("nvidia-ctk cdi generate: spec checked", not problems, "; ".join(problems) or f"{out} ({len(gpus)} GPUs)")
+    return spec_dir
+
+
+def step_container(report, work: Path, spec_dir: Path, gpus: list[dict]) -> None:
+    bundle = work / "bundle"
+    rootfs = bundle / "rootfs"
+    (rootfs / "bin").mkdir(parents=True)
+    shutil.copy(shutil.which("busybox"), rootfs / "bin" / "busybox")
+    for tool in ("sh", "ls"):
+        (rootfs / "bin" / tool).symlink_to("busybox")
+    subprocess.run(["runc", "spec", "--bundle", str(bundle)], check=True)
+    spec = json.loads((bundle / "config.json").read_text())
+    spec["process"]["terminal"] = False
+    spec["process"]["args"] = ["sh", "-c", "ls /dev/nvidia0 && ! ls /dev/nvidia1 2>/dev/null"]
+    spec["root"]["readonly"] = True
+    spec["annotations"] = {"cdi.k8s.io/gpunode-acceptance": "nvidia.com/gpu=0"}
+    (bundle / "config.json").write_text(json.dumps(spec))
+    log = work / "nvidia-container-runtime.log"
+    config = work / "config.toml"
+    config.write_text(
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
+        "accept-nvidia-visible-devices-as-volume-mounts = false\n"
+        "[nvidia-container-runtime]\n"
+        f'debug = "{log}"\nlog-level = "debug"\nmode = "cdi"\nruntimes = ["runc"]\n'
+        "[nvidia-container-runtime.modes.cdi]\n"
+        f'annotation-prefixes = ["cdi.k8s.io/"]\ndefault-kind = "nvidia.com/gpu"\nspec-dirs = ["{spec_dir}"]\n'
+    )
+    env = dict(os.environ, NVIDIA_CTK_CONFIG_FILE_PATH=str(config), PATH=f"{BINARIES}:{os.environ.get('PATH', '')}")
+    name = f"gpunode-acceptance-{os.getpid()}"
+    proc = subprocess.run(
+        [str(BINARIES / "nvidia-container-runtime"), "run", "--bundle", str(bundle), name],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    subprocess.run(["runc", "delete", "--force", name], capture_output=True)
+    decisions = log.read_text() if log.exists() else ""
+    injected = "Injecting devices using CDI: [nvidia.com/gpu=0]" in decisions
+    detail = f"exit {proc.returncode}: {proc.stdout.strip()} {proc.stderr.strip()[-800:]}"
+    report("container with a CDI GPU request through NVIDIA's runtime", proc.returncode == 0 and injected, detail)
+
+
+def main() -> int:
+    has_gpu = bool(sysfs_gpus())
+    driver = os.path.exists("/proc/driver/nvidia/version")
+    tools = {
+        "nvidia-smi": bool(shutil.which("nvidia-smi")),
+        "runc": bool(shutil.which("runc")),
+        "busybox (busybox-static)": bool(shutil.which("busybox")),
+        f"{BINARIES}/nvidia-ctk": os.access(BINARIES / "nvidia-ctk", os.X_OK),
+        f"{BINARIES}/nvidia-container-runtime": os.access(BINARIES / "nvidia-container-runtime", os.X_OK),
+        "root": os.geteuid() == 0,
+    }
+    why = refusal(has_gpu, driver, tools)
+    if why:
+        print(f"gpu_acceptance: REFUSED, this machine cannot run the GPU acceptance check: {why}.", file=sys.stderr)
+        print("Run it on a machine with an NVIDIA GPU and a loaded driver (CI has none).", file=sys.stderr)
+        return REFUSED
+    failed = []
+
+    def report(name: str, ok: bool, detail: str) -> None:
+        print(f"{'PASS' if ok else 'FAIL'}  {name}: {detail}")
+        if not ok:
+            failed.append(name)
+
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    gpus = smi_gpus(smi.stdout)
+    report("nvidia-smi lists the GPUs", smi.returncode == 0 and bool(gpus), smi.stdout.strip() or smi.stderr.strip())
+    facts = step_facts(report)
+    step_doctor(report, facts, gpus)
+    with tempfile.TemporaryDirectory(prefix="gpunode-acceptance-") as tmp:
+        work = Path(tmp)
+        spec_dir = step_cdi(report, work, gpus)
+        step_container(report, work, spec_dir, gpus)
+    print(f"gpu_acceptance: {'FAILED: ' + ', '.join(failed) if failed else 'all steps passed'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
