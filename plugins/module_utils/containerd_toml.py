@@ -358,6 +358,12 @@ def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
     for candidate in (target, "runc") if source is None else ():
         if candidate == name:
             continue
+        if candidate == "runc" and target == name and "runc" not in file_runtimes:
+            # the runtime stays the default and the file has no runc: its own table is what pods run with today
+            own, _label = _runtime_entry(name, sources[:2])
+            if own is not None:
+                source_name, source = name, own
+                break
         entry, _label = _runtime_entry(candidate, sources)
         if entry is None:
             continue

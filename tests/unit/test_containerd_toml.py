@@ -972,3 +972,12 @@ def test_a_default_that_moves_leaves_a_runc_table_of_the_file_alone():
         '-      default_runtime_name = "nvidia"',
         '-            runtime_type = "io.containerd.runc.v1"',
     ]
+
+
+def test_a_default_that_stays_keeps_its_own_table_when_the_file_has_no_runc():
+    # nvidia_container_toolkit_keep_gpu_pod_access on the EKS shape: nvidia stays the default with SystemdCgroup
+    request = ct.Request(runtime=NVIDIA, default_runtime="nvidia", defaults=DUMPS["debian13"])
+    outcome = ct.plan_inplace(NVIDIA_ONLY[2], PATH, request)
+    runtimes = get_path(plain(outcome.after), [*CRI[2], "containerd", "runtimes"])
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+    assert outcome.changed is False, outcome.after
