@@ -336,25 +336,36 @@ def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
     # table and the runtime's own keep every key of the old default's effective table (SystemdCgroup above all, or
     # every pod gets another cgroup driver than the kubelet's); only the binary differs (issue 25).
     old_default = None
-    if name is not None and request.default_runtime is None and request.unset_default and file_default == name:
+    if (
+        name is not None
+        and request.default_runtime is None
+        and request.unset_default
+        and file_default == name
+        and target not in file_runtimes
+    ):
         old_default, _label = _runtime_entry(name, sources[:2])
     if old_default is not None:
-        source_name, source = name, old_default
-        if target not in file_runtimes:
-            entry = copy.deepcopy(old_default)
-            options = entry.get("options") if isinstance(entry.get("options"), Mapping) else {}
-            entry["options"] = {key: value for key, value in options.items() if key.lower() != "binaryname"}
-            entry["runtime_type"] = DEFAULT_RUNTIME_TYPE
-            return {
-                "target": target,
-                "source_name": source_name,
-                "source": source,
-                "write_default": (target, entry),
-                "file_default": file_default,
-                "effective_default": effective_default,
-                "effective_runtimes": effective_runtimes,
-                "file_runtimes": file_runtimes,
-            }
+        # containerd 2.x lays the file's runc table over its built-in one: copy what runc will be once written
+        builtin_runc = default_runtimes.get("runc")
+        if isinstance(builtin_runc, Mapping):
+            source = config_merge.merge(copy.deepcopy(dict(builtin_runc)), old_default, "replace")
+        else:
+            source = old_default
+        source_name = name
+        entry = copy.deepcopy(old_default)
+        options = entry.get("options") if isinstance(entry.get("options"), Mapping) else {}
+        entry["options"] = {key: value for key, value in options.items() if key.lower() != "binaryname"}
+        entry["runtime_type"] = DEFAULT_RUNTIME_TYPE
+        return {
+            "target": target,
+            "source_name": source_name,
+            "source": source,
+            "write_default": (target, entry),
+            "file_default": file_default,
+            "effective_default": effective_default,
+            "effective_runtimes": effective_runtimes,
+            "file_runtimes": file_runtimes,
+        }
     for candidate in (target, "runc") if source is None else ():
         if candidate == name:
             continue
