@@ -295,3 +295,12 @@ def test_facts_module_reports_what_gpu_pods_rely_on(tmp_path):
     assert facts["runtime_defaults"]["docker"] == {"default": "nvidia", "cdi": False}
     assert "crio" not in facts["runtime_defaults"]
     assert facts["toolkit_config"]["exists"] is False
+
+
+def test_device_plugin_found_by_comm_alone_when_an_interpreter_runs_it(tmp_path):
+    # a script (the scenario's stand-in): argv[0] is the interpreter, comm the script's name cut to 15 characters
+    add_process(tmp_path, 81, ["/usr/bin/python3", "/usr/local/bin/nvidia-device-plugin"], comm="nvidia-device-plugin")
+    add_process(tmp_path, 82, ["/usr/bin/python3", "/srv/other.py"], {"DEVICE_LIST_STRATEGY": "envvar"})
+    facts = gpu_pods.device_plugin_facts(str(tmp_path))
+    assert facts["pids"] == [81]
+    assert facts["strategies"] == ["envvar"] and facts["source"] == "default"
