@@ -319,15 +319,13 @@ def gpu_access(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia"
     return result
 
 
-def _describe(plugin: dict) -> str:
+def _describe(plugin: dict, pids: bool = True) -> str:
     if not plugin.get("running"):
         return "a device plugin socket ({}) whose process could not be read".format(", ".join(plugin["sockets"]))
     where = "under the GPU Operator" if plugin.get("managed_by") == "gpu-operator" else "standalone"
     strategies = ",".join(plugin.get("strategies") or []) or "unknown"
-    pids = ",".join(str(pid) for pid in plugin.get("pids") or [])
-    return (
-        f"NVIDIA's device plugin ({where}, pid {pids}) with device-list-strategy {strategies} ({plugin.get('source')})"
-    )
+    pid = (", pid " + ",".join(str(pid) for pid in plugin.get("pids") or [])) if pids else ""
+    return f"NVIDIA's device plugin ({where}{pid}) with device-list-strategy {strategies} ({plugin.get('source')})"
 
 
 def doctor_row(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia", gpu_pods: int = 0) -> dict:
@@ -337,7 +335,7 @@ def doctor_row(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia"
     if not plugin.get("present"):
         return {"check": check, "status": "skipped", "detail": "no NVIDIA device plugin runs on this node", "fix": ""}
     access = gpu_access(plugin, runtimes, toolkit, name)
-    what = _describe(plugin)
+    what = _describe(plugin, pids=False)  # the report is rewritten when the node changes, not when a pid does
     pods = f"; {gpu_pods} running GPU workload process(es)" if gpu_pods else ""
     delivering = [runtime for runtime, item in access.items() if item["delivers"]]
     if not delivering:
