@@ -19,6 +19,9 @@ description:
     is the init system, otherwise from the process table, and where that cannot be read, from their sockets.
   - Also reports whether the node is a container or a virtual machine, whether AppArmor is enabled, the Secure Boot
     state, and FUSE.
+  - What GPU pods rely on now, read before anything is written so that a run can refuse a change that would take
+    GPUs away from them; NVIDIA's device plugin and its device-list strategy, the workloads that hold GPUs, each
+    runtime's current default and the toolkit config's C(accept-nvidia-visible-devices-*) keys.
   - The module is read-only. It never changes the node and never reports a change. A missing file or command is
     not an error, it just leaves the matching fact false or null.
   - Runs on the managed node with the Python standard library only.
@@ -334,13 +337,64 @@ ansible_facts:
           type: dict
           returned: always
           sample: {device: true, module_loaded: true, builtin: false}
+        device_plugin:
+          description:
+            - NVIDIA's Kubernetes device plugin on this node, read from its process (C(/proc/<pid>/comm)
+              C(nvidia-device-p), or C(nvidia-device-plugin) as the first argument) and its sockets
+              C(/var/lib/kubelet/device-plugins/nvidia-*.sock) (C(nvidia-gpu.sock) for C(nvidia.com/gpu)).
+            - C(running) (a process was found), C(present) (a process or a socket), C(pids), C(strategies) (the
+              device-list strategies from C(--device-list-strategy), else C(DEVICE_LIST_STRATEGY), else the config
+              file's C(deviceListStrategy), else the default V(envvar); empty when unknown), C(source) (V(flag),
+              V(env), V(config-file), V(default), V(unknown) for a socket whose process cannot be read, null without
+              a plugin), C(sockets) and C(managed_by) (V(gpu-operator) when C(/run/nvidia/validations) exists,
+              V(standalone), null without a plugin).
+          type: dict
+          returned: always
+          sample: {running: true, present: true, pids: [4711], strategies: [envvar], source: env,
+                   sockets: [/var/lib/kubelet/device-plugins/nvidia-gpu.sock], managed_by: standalone}
+        gpu_workloads:
+          description: Processes other than host daemons that were given GPUs (C(NVIDIA_VISIBLE_DEVICES) naming
+            devices in their environment) or hold an open C(/dev/nvidia<N>), each with C(pid), C(comm),
+            C(visible_devices) and C(open_devices).
+          type: list
+          elements: dict
+          returned: always
+          sample: [{pid: 5120, comm: python3, visible_devices: GPU-8c1f..., open_devices: [/dev/nvidia0]}]
+        runtime_defaults:
+          description:
+            - Per installed runtime (V(docker), V(containerd), V(crio)), its current C(default) runtime and C(cdi),
+              whether CDI devices reach containers. containerd's come from C(containerd config dump) (else
+              config.toml and its imports; C(source) says which) with C(cdi_supported) (1.7 and later); CRI-O's from
+              crio.conf and crio.conf.d (C(default) null when unset); docker's from daemon.json.
+          type: dict
+          returned: always
+          sample: {containerd: {default: nvidia, cdi: false, cdi_supported: true, source: containerd config dump}}
+        toolkit_config:
+          description:
+            - The NVIDIA container toolkit's C(/etc/nvidia-container-runtime/config.toml) C(exists), and its
+              C(accept_envvar_when_unprivileged) and C(accept_volume_mounts) as the file sets them (null when unset)
+              and as they act (C(*_effective), the toolkit's defaults true and false for unset keys).
+          type: dict
+          returned: always
+          sample: {path: /etc/nvidia-container-runtime/config.toml, exists: true,
+                   accept_envvar_when_unprivileged: null, accept_envvar_when_unprivileged_effective: true,
+                   accept_volume_mounts: null, accept_volume_mounts_effective: false}
 """
 
+import glob
 import os
 import re
 from typing import TYPE_CHECKING
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpu_pods import (
+    containerd_runtime_state,
+    crio_runtime_state,
+    device_plugin_facts,
+    docker_runtime_state,
+    gpu_processes,
+    toolkit_config_facts,
+)
 
 NVIDIA_VENDOR_ID = "0x10de"
 # PCI base class 03 (display controller): subclass 00 is VGA compatible (workstation and consumer cards),
@@ -1079,6 +1133,47 @@ def installer_facts(root: str, run_command: RunCommand | None, which: Which, kub
     return chosen
 
 
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CRIO_CONFIGS = ("/etc/crio/crio.conf", "/etc/crio/crio.conf.d/*")
+DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
+
+
+def _containerd_texts(root: str) -> list:
+    """config.toml and the files its `imports` name, in the order containerd reads them."""
+    text = read_text(rooted(root, CONTAINERD_CONFIG))
+    texts = [text]
+    match = re.search(r"^[ \t]*imports[ \t]*=[ \t]*\[([^\]]*)\]", text or "", re.MULTILINE)
+    for pattern in re.findall(r"""["']([^"']+)["']""", match.group(1) if match else ""):
+        texts += [read_text(path) for path in sorted(glob.glob(rooted(root, pattern)))]
+    return texts
+
+
+def runtime_defaults(root: str, services: dict, run_command: RunCommand | None) -> dict:
+    """Per installed runtime, its current default runtime and whether CDI is on (plugins/module_utils/gpu_pods.py):
+    containerd from `containerd config dump` when commands run (else config.toml and its imports), CRI-O from
+    crio.conf and crio.conf.d, docker from daemon.json."""
+    states = {}
+    docker = services["docker"]
+    if docker["installed"]:
+        states["docker"] = docker_runtime_state(read_text(rooted(root, DOCKER_DAEMON_JSON)))
+    containerd = services["containerd"]
+    if containerd["installed"]:
+        dump = None
+        if run_command is not None:
+            result = run_command([containerd["binary"], "config", "dump"])
+            dump = result[1] if result and result[0] == 0 else None
+        texts = [dump] if dump else _containerd_texts(root)
+        state = containerd_runtime_state(texts, containerd["version"])
+        state["cdi_supported"] = version_at_least(containerd["version"], (1, 7)) is not False
+        state["source"] = "containerd config dump" if dump else "files"
+        states["containerd"] = state
+    if services["crio"]["installed"]:
+        texts = [read_text(rooted(root, CRIO_CONFIGS[0]))]
+        texts += [read_text(path) for path in sorted(glob.glob(rooted(root, CRIO_CONFIGS[1])))]
+        states["crio"] = crio_runtime_state(texts)
+    return states
+
+
 def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None, which: Which | None = None) -> dict:
     """All the gpu_node facts for the tree at `root`.
 
@@ -1117,6 +1212,7 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
             secure_boot = parse_mokutil_sb_state(_output(run_command, [mokutil, "--sb-state"]))
 
     apparmor = apparmor_facts(root)
+    device_plugin = device_plugin_facts(root)
     return {
         "has_gpu": bool(gpus),
         "gpu_count": len(gpus),
@@ -1142,6 +1238,10 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
         "kernel": kernel_facts(root),
         "oci_runtimes": oci_runtime_facts(run_command, which),
         "installer": installer_facts(root, run_command, which, kubelet),
+        "device_plugin": device_plugin,
+        "gpu_workloads": gpu_processes(root, exclude=device_plugin["pids"]),
+        "runtime_defaults": runtime_defaults(root, services, run_command),
+        "toolkit_config": toolkit_config_facts(root),
     }
 
 

@@ -18,7 +18,9 @@ description:
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
     NVIDIA module (the kernel the boot loader starts next), the toolkit package and C(nvidia-ctk --version),
     docker's runtimes (C(docker info)) and test containers through the nvidia runtime and docker's default
-    runtime (with and without CAP_SYS_ADMIN; only with O(test_image)), containerd's effective configuration
+    runtime (with and without CAP_SYS_ADMIN; only with O(test_image)), NVIDIA's device plugin against the node (its
+    device-list strategy, the runtimes' defaults and the toolkit's config as the facts read them), containerd's
+    effective configuration
     (C(containerd config dump)), its CRI plugin (C(ctr plugins ls), C(crictl info)), whether it started after its
     config files were written, and test containers through the nvidia binary and CRI's default runtime (only
     with O(containerd_test_image)), CRI-O's effective configuration
@@ -255,6 +257,8 @@ import string
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpu_pods import doctor_row as gpu_pods_doctor_row
+from ansible.module_utils.gpu_pods import toolkit_config_facts
 from ansible.module_utils.gpu_validate_logic import (
     TomlError,
     feature_gates,
@@ -1394,6 +1398,20 @@ def check_crio(p: dict, node: dict, io: Node, toolkit_installed: bool) -> list:
     return crio_rows(p, node, io.run([binary, "config"]), toolkit_installed)
 
 
+def device_plugin_row(p: dict, node: dict) -> dict:
+    """The "device plugin vs node" row (issue 25) from the gpu_node facts read when the doctor started: NVIDIA's
+    device plugin and its strategy, the runtimes' defaults (of p["runtimes"]) and the toolkit config's keys."""
+    defaults = node.get("runtime_defaults") or {}
+    runtimes = {name: defaults[name] for name in p["runtimes"] if name in defaults}
+    return gpu_pods_doctor_row(
+        node.get("device_plugin") or {},
+        runtimes,
+        node.get("toolkit_config") or toolkit_config_facts("/nonexistent"),
+        p["runtime_name"],
+        len(node.get("gpu_workloads") or []),
+    )
+
+
 # ---- fuse --------------------------------------------------------------------------------------------------
 
 
@@ -1611,6 +1629,7 @@ def run_checks(p: dict, io: Node) -> dict:
         if "containerd" in p["runtimes"]:
             containerd = containerd or containerd_state(p, node, io)
             rows += check_containerd_isolation(p, node, io, containerd)
+        rows.append(device_plugin_row(p, node))
     if "doors" in families:
         if "containerd" in p["runtimes"]:
             containerd = containerd or containerd_state(p, node, io)

@@ -332,9 +332,49 @@ def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
         ("containerd config default", default_runtimes),
     ]
     source_name = source = None
-    for candidate in (target, "runc"):
+    # The default moves away from the runtime (it was the default, it is no longer asked to be): the new default's
+    # table and the runtime's own keep every key of the old default's effective table (SystemdCgroup above all, or
+    # every pod gets another cgroup driver than the kubelet's); only the binary differs (issue 25).
+    old_default = None
+    if (
+        name is not None
+        and request.default_runtime is None
+        and request.unset_default
+        and file_default == name
+        and target not in file_runtimes
+    ):
+        old_default, _label = _runtime_entry(name, sources[:2])
+    if old_default is not None:
+        # containerd 2.x lays the file's runc table over its built-in one: copy what runc will be once written
+        builtin_runc = default_runtimes.get("runc")
+        if isinstance(builtin_runc, Mapping):
+            source = config_merge.merge(copy.deepcopy(dict(builtin_runc)), old_default, "replace")
+        else:
+            source = old_default
+        source_name = name
+        entry = copy.deepcopy(old_default)
+        options = entry.get("options") if isinstance(entry.get("options"), Mapping) else {}
+        entry["options"] = {key: value for key, value in options.items() if key.lower() != "binaryname"}
+        entry["runtime_type"] = DEFAULT_RUNTIME_TYPE
+        return {
+            "target": target,
+            "source_name": source_name,
+            "source": source,
+            "write_default": (target, entry),
+            "file_default": file_default,
+            "effective_default": effective_default,
+            "effective_runtimes": effective_runtimes,
+            "file_runtimes": file_runtimes,
+        }
+    for candidate in (target, "runc") if source is None else ():
         if candidate == name:
             continue
+        if candidate == "runc" and target == name and "runc" not in file_runtimes:
+            # the runtime stays the default and the file has no runc: its own table is what pods run with today
+            own, _label = _runtime_entry(name, sources[:2])
+            if own is not None:
+                source_name, source = name, own
+                break
         entry, _label = _runtime_entry(candidate, sources)
         if entry is None:
             continue

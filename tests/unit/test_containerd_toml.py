@@ -1027,3 +1027,65 @@ def test_an_import_with_the_other_spelling_of_another_binary_is_refused():
     # the same binary under the other spelling is the same runtime: accepted
     get_path(effective, KS_RUNTIMES)["nvidia"]["options"] = {"binaryName": "/usr/bin/nvidia-container-runtime"}
     assert ct.plan_inplace(text, PATH, ct.Request(runtime=NVIDIA, effective=effective)).changed is False
+
+
+# --------------------------------------------------------------------------- a default that moves (issue 25)
+
+# The EKS GPU AMI's shape: only an nvidia runtime, the default, with SystemdCgroup = true.
+NVIDIA_ONLY = {
+    2: (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "nvidia"\n'
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n  runtime_type = "io.containerd.runc.v2"\n'
+        '  base_runtime_spec = "/etc/containerd/base-runtime-spec.json"\n'
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+        '  BinaryName = "/usr/bin/nvidia-container-runtime"\n  SystemdCgroup = true\n'
+    ),
+    3: (
+        'version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd]\n  default_runtime_name = "nvidia"\n'
+        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n'
+        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]\n'
+        '  binaryName = "/usr/bin/nvidia-container-runtime"\n  SystemdCgroup = true\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_default_that_moves_keeps_the_old_defaults_options_in_runc_and_nvidia(version):
+    defaults = DUMPS["debian13"] if version == 2 else None
+    request = ct.Request(runtime=NVIDIA, unset_default=True, defaults=defaults)
+    outcome = ct.plan_inplace(NVIDIA_ONLY[version], PATH, request)
+    runtimes = get_path(plain(outcome.after), [*CRI[version], "containerd", "runtimes"])
+    assert "default_runtime_name" not in get_path(plain(outcome.after), [*CRI[version], "containerd"])
+    assert runtimes["runc"]["options"] == {"SystemdCgroup": True}  # only the binary differs
+    assert runtimes["runc"]["runtime_type"] == "io.containerd.runc.v2"
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+    assert runtimes["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    if version == 2:
+        assert runtimes["runc"]["base_runtime_spec"] == "/etc/containerd/base-runtime-spec.json"
+    assert outcome.options_copied_from == "nvidia"
+    # stable: the next run copies nvidia from the runc table it wrote and changes nothing
+    again = ct.plan_inplace(outcome.after, PATH, ct.Request(runtime=NVIDIA, unset_default=True, defaults=defaults))
+    assert again.changed is False, again.after
+
+
+def test_a_default_that_moves_leaves_a_runc_table_of_the_file_alone():
+    cns = (Path(__file__).parents[1] / "fixtures/gpu_pods/cns-containerd-config.toml").read_text()
+    outcome = ct.plan_inplace(cns, PATH, ct.Request(runtime=NVIDIA, unset_default=True))
+    runtimes = get_path(plain(outcome.after), [*CRI[2], "containerd", "runtimes"])
+    assert runtimes["runc"]["options"] == {"SystemdCgroup": True}
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+    assert runtimes["nvidia"]["runtime_type"] == "io.containerd.runc.v2"
+    assert removed_lines(cns, outcome.after) == [
+        '-      default_runtime_name = "nvidia"',
+        '-            runtime_type = "io.containerd.runc.v1"',
+    ]
+
+
+def test_a_default_that_stays_keeps_its_own_table_when_the_file_has_no_runc():
+    # nvidia_container_toolkit_keep_gpu_pod_access on the EKS shape: nvidia stays the default with SystemdCgroup
+    request = ct.Request(runtime=NVIDIA, default_runtime="nvidia", defaults=DUMPS["debian13"])
+    outcome = ct.plan_inplace(NVIDIA_ONLY[2], PATH, request)
+    runtimes = get_path(plain(outcome.after), [*CRI[2], "containerd", "runtimes"])
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
+    assert outcome.changed is False, outcome.after

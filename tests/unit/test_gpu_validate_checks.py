@@ -1721,3 +1721,50 @@ def test_the_module_returns_the_rows_in_check_mode_too(module_runner, tmp_path):
     result = module_runner(checks, args, check_mode=True)
     assert not result.failed and result.result["changed"] is False
     assert [r["status"] for r in result.result["checks"]] == ["ok", "skipped", "fail"]
+
+
+# ---- device plugin vs node (issue 25) ------------------------------------------------------------------------
+
+DP_ENVVAR = {
+    "running": True,
+    "present": True,
+    "pids": [7],
+    "strategies": ["envvar"],
+    "source": "env",
+    "sockets": ["/var/lib/kubelet/device-plugins/nvidia-gpu.sock"],
+    "managed_by": "standalone",
+}
+TK_UPSTREAM = {"accept_envvar_when_unprivileged_effective": True, "accept_volume_mounts_effective": False}
+TK_HARDENED = {"accept_envvar_when_unprivileged_effective": False, "accept_volume_mounts_effective": True}
+
+
+@pytest.mark.parametrize(
+    ("plugin", "defaults", "toolkit", "status"),
+    [
+        ({"present": False}, {"containerd": {"default": "runc", "cdi": True}}, TK_HARDENED, "skipped"),
+        (dict(DP_ENVVAR, strategies=["cdi-cri"]), {"containerd": {"default": "runc", "cdi": True}}, TK_HARDENED, "ok"),
+        # mutation: the plugin back on envvar after the node was isolated
+        (DP_ENVVAR, {"containerd": {"default": "runc", "cdi": True}}, TK_HARDENED, "fail"),
+        # mutation: CDI turned off under a cdi-cri plugin
+        (
+            dict(DP_ENVVAR, strategies=["cdi-cri"]),
+            {"containerd": {"default": "runc", "cdi": False}},
+            TK_HARDENED,
+            "fail",
+        ),
+        # kept semantics: works, and leaks GPUs to pods that request none
+        (DP_ENVVAR, {"containerd": {"default": "nvidia", "cdi": False}}, TK_UPSTREAM, "warn"),
+        # a runtime the doctor was not asked about does not count
+        (DP_ENVVAR, {"docker": {"default": "nvidia", "cdi": False}}, TK_UPSTREAM, "fail"),
+    ],
+)
+def test_device_plugin_row(plugin, defaults, toolkit, status):
+    node = {"device_plugin": plugin, "runtime_defaults": defaults, "toolkit_config": toolkit, "gpu_workloads": []}
+    row = checks.device_plugin_row({"runtimes": ["containerd"], "runtime_name": "nvidia"}, node)
+    assert row["check"] == "device plugin vs node"
+    assert row["status"] == status, row
+
+
+def test_device_plugin_row_of_facts_without_the_keys_is_skipped():
+    row = checks.device_plugin_row({"runtimes": ["containerd"], "runtime_name": "nvidia"}, {})
+    assert row["status"] == "skipped"

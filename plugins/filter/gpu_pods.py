@@ -1,0 +1,60 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""Filter of the toolkit and runtime_config roles: the refusal before any change on a node whose GPU pods would
+lose their GPUs (issue 25; plugins/module_utils/gpu_pods.py, which the node-side modules share).
+
+`gpu_pods_refusal(facts, node, targets, set_as_default, enable_cdi, settings={}, name='nvidia', keep_var=...)`
+    The message that names the node, what runs there and the two ways forward, or "" when the run takes
+    no GPU away from a GPU pod. facts: ansible_facts.gpu_node; targets: the runtimes the run configures;
+    settings: the toolkit config.toml keys it merges.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path (as plugins/filter/validate.py does)."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+_logic = _controller_files().load_module_util("gpu_pods")
+
+
+def gpu_pods_refusal(
+    facts,
+    node,
+    targets,
+    set_as_default,
+    enable_cdi,
+    settings=None,
+    name="nvidia",
+    keep_var="nvidia_container_toolkit_keep_gpu_pod_access",
+):
+    return _logic.refusal_for_run(
+        dict(facts or {}),
+        str(node),
+        list(targets or []),
+        bool(set_as_default),
+        bool(enable_cdi),
+        dict(settings or {}),
+        str(name),
+        str(keep_var),
+    )
+
+
+class FilterModule:
+    """Filters of the GPU pods guard."""
+
+    def filters(self):
+        return {"gpu_pods_refusal": gpu_pods_refusal}

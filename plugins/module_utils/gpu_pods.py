@@ -1,0 +1,472 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""What the GPU pods of a node rely on, and whether a planned change takes their GPUs away (issue 25).
+
+Shared by the node-side modules gpu_node_facts (the read) and gpu_validate_checks (the doctor's
+"device plugin vs node" row), and by the controller-side filter gpu_pods_guard (the refusal before any
+change). Stdlib only, Python 3.8+ (no tomllib, no PyYAML): the files are read with anchored regexes.
+
+NVIDIA's device plugin, as its upstream sources define it (checked in NVIDIA/k8s-device-plugin at
+1b826ac and NVIDIA/gpu-operator at a22dbf6):
+- the binary is `nvidia-device-plugin` (cmd/nvidia-device-plugin; the Helm chart's container runs
+  `command: ["nvidia-device-plugin"]`; the GPU Operator's entrypoint.sh ends in
+  `exec nvidia-device-plugin`). The kernel keeps 15 characters of it in /proc/<pid>/comm:
+  `nvidia-device-p`.
+- the strategy is the string-slice flag `--device-list-strategy` with the environment variable
+  `DEVICE_LIST_STRATEGY` (cmd/nvidia-device-plugin/main.go), comma-separated values among `envvar`
+  (the default), `volume-mounts`, `cdi-annotations`, `cdi-cri` (api/config/v1/consts.go); a flag
+  wins over the variable, which wins over the config file (`--config-file` / `CONFIG_FILE`, key
+  `flags.plugin.deviceListStrategy`, api/config/v1/flags.go).
+- Helm: value `deviceListStrategy` becomes `DEVICE_LIST_STRATEGY` (templates/daemonset-device-plugin.yml).
+  GPU Operator: assets/state-device-plugin/0500_daemonset.yaml sets `DEVICE_LIST_STRATEGY=envvar`;
+  with ClusterPolicy `spec.cdi.enabled: true` (the default from 25.10) the operator sets
+  `cdi-annotations,cdi-cri` (controllers/object_controls.go transformDevicePluginCtrForCDI); other
+  values go in `spec.devicePlugin.env`. The operator's validator writes /run/nvidia/validations.
+- its socket is `<kubelet device-plugins dir>/nvidia-<resource>.sock`: `nvidia-gpu.sock` for
+  nvidia.com/gpu, `nvidia-mig-<profile>.sock` for MIG resources (internal/plugin/server.go
+  getPluginSocketPath; the directory is the kubelet's /var/lib/kubelet/device-plugins/).
+
+How a GPU pod gets its GPU with each strategy (REFERENCE.md, NVIDIA container toolkit):
+- envvar: only through the nvidia runtime (the runtime's default, or RuntimeClass nvidia) and only while
+  the toolkit accepts NVIDIA_VISIBLE_DEVICES from unprivileged containers;
+- volume-mounts: through the nvidia runtime with `accept-nvidia-visible-devices-as-volume-mounts`;
+- cdi-annotations: through a runtime with CDI on (containerd enable_cdi, CRI-O), or the nvidia runtime;
+- cdi-cri: through a runtime with CDI on.
+Pods that use RuntimeClass nvidia cannot be seen from the node; the verdict is about pods that use
+the runtime's default, as the device plugin's own deployments do.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+DEVICE_PLUGIN_BINARY = "nvidia-device-plugin"
+# TASK_COMM_LEN is 16: comm holds the first 15 characters of the executable's name.
+DEVICE_PLUGIN_COMM = DEVICE_PLUGIN_BINARY[:15]
+DEVICE_PLUGIN_SOCKET_DIR = "/var/lib/kubelet/device-plugins"
+DEVICE_PLUGIN_SOCKET_GLOB = "nvidia-*.sock"
+GPU_OPERATOR_VALIDATIONS = "/run/nvidia/validations"
+STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEFAULT_STRATEGY = "envvar"
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
+# The toolkit's own defaults for the two keys (REFERENCE.md).
+TOOLKIT_DEFAULTS = {ENVVAR_KEY: True, VOLUME_MOUNTS_KEY: False}
+# Host daemons that open /dev/nvidia* and are no workload.
+HOST_GPU_DAEMONS = frozenset({"nvidia-persiste", "nv-fabricmanager", "nv-hostengine", DEVICE_PLUGIN_COMM})
+NVIDIA_DEVICE_RE = re.compile(r"/dev/nvidia\d+")
+
+
+def _read(path: str, binary: bool = False):
+    try:
+        with open(path, "rb" if binary else "r", **({} if binary else {"errors": "replace"})) as handle:
+            return handle.read()
+    except (OSError, ValueError):
+        return None
+
+
+def _rooted(root: str, path: str) -> str:
+    return os.path.join(root, path.lstrip("/")) if root not in ("", "/") else path
+
+
+def parse_strategies(value) -> list:
+    """The strategies of a flag or variable value ("cdi-annotations,cdi-cri"), in order, without repeats."""
+    items = value if isinstance(value, (list, tuple)) else str(value or "").split(",")
+    strategies = []
+    for item in items:
+        name = str(item).strip().strip("\"'").lower()
+        if name and name not in strategies:
+            strategies.append(name)
+    return strategies
+
+
+def strategy_from_config_text(text) -> list | None:
+    """flags.plugin.deviceListStrategy (or flags.deviceListStrategy) of a device plugin config file (YAML or
+    JSON): a scalar, an inline list or a block list; None when the file does not set it."""
+    if not text:
+        return None
+    match = re.search(r"""^[ \t]*"?deviceListStrategy"?[ \t]*:[ \t]*(.*)$""", text, re.MULTILINE)
+    if not match:
+        return None
+    value = match.group(1).split(" #")[0].strip().rstrip(",")
+    if value.startswith("["):
+        return parse_strategies(value.strip("[]"))
+    if value and value not in ("null", "~"):
+        return parse_strategies(value)
+    # a block list: the "- item" lines that follow
+    items = []
+    for line in text[match.end() :].splitlines()[1:]:
+        item = re.match(r"^\s*-\s*(\S+)", line)
+        if not item:
+            break
+        items.append(item.group(1))
+    return parse_strategies(items) or None
+
+
+def _argv(proc_pid: str) -> list:
+    data = _read(os.path.join(proc_pid, "cmdline"), binary=True) or b""
+    return [arg.decode("utf-8", "replace") for arg in data.split(b"\0") if arg]
+
+
+def _environ(proc_pid: str) -> dict:
+    data = _read(os.path.join(proc_pid, "environ"), binary=True) or b""
+    env = {}
+    for item in data.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return env
+
+
+def _flag(argv: list, name: str) -> list:
+    """Values of a urfave/cli flag: --name=v, --name v, -name=v, -name v; repeated flags add up."""
+    values = []
+    for index, arg in enumerate(argv):
+        for prefix in (f"--{name}", f"-{name}"):
+            if arg == prefix and index + 1 < len(argv):
+                values.append(argv[index + 1])
+            elif arg.startswith(prefix + "="):
+                values.append(arg[len(prefix) + 1 :])
+    return values
+
+
+def device_plugin_process(proc_pid: str) -> dict | None:
+    """The device plugin's strategy as its process says it; None when the process is no device plugin."""
+    comm = (_read(os.path.join(proc_pid, "comm")) or "").strip()
+    argv = _argv(proc_pid)
+    if comm != DEVICE_PLUGIN_COMM and not (argv and os.path.basename(argv[0]) == DEVICE_PLUGIN_BINARY):
+        return None
+    env = _environ(proc_pid)
+    flags = _flag(argv, "device-list-strategy")
+    if flags:
+        return {"strategies": parse_strategies(",".join(flags)), "source": "flag"}
+    if env.get("DEVICE_LIST_STRATEGY", "").strip():
+        return {"strategies": parse_strategies(env["DEVICE_LIST_STRATEGY"]), "source": "env"}
+    config = (_flag(argv, "config-file") or [env.get("CONFIG_FILE", "")])[-1]
+    if config:
+        # the file is in the plugin's container: read it through the process's root
+        from_file = strategy_from_config_text(_read(os.path.join(proc_pid, "root", config.lstrip("/"))))
+        if from_file:
+            return {"strategies": from_file, "source": "config-file"}
+        if from_file is None and _read(os.path.join(proc_pid, "root", config.lstrip("/"))) is None:
+            return {"strategies": [], "source": "unreadable-config-file"}
+    return {"strategies": [DEFAULT_STRATEGY], "source": "default"}
+
+
+def device_plugin_facts(root: str = "/", socket_dir: str = DEVICE_PLUGIN_SOCKET_DIR) -> dict:
+    """The running NVIDIA device plugin(s) of the node at root.
+
+    running: a process was found; strategies: the union of their strategies ([] when unknown);
+    source: flag, env, config-file, default, or unknown (a socket without a process that could be read);
+    sockets: nvidia-*.sock in the kubelet's device-plugins directory; managed_by: gpu-operator when the
+    operator's validations directory exists, else standalone (null without a device plugin).
+    """
+    proc = _rooted(root, "/proc")
+    try:
+        entries = sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int)
+    except OSError:
+        entries = []
+    pids, strategies, sources = [], [], []
+    for entry in entries:
+        found = device_plugin_process(os.path.join(proc, entry))
+        if found is None:
+            continue
+        pids.append(int(entry))
+        sources.append(found["source"])
+        strategies.extend(s for s in found["strategies"] if s not in strategies)
+    sockets = sorted(
+        os.path.join(socket_dir, os.path.basename(path))
+        for path in glob.glob(os.path.join(_rooted(root, socket_dir), DEVICE_PLUGIN_SOCKET_GLOB))
+    )
+    present = bool(pids or sockets)
+    if not pids:
+        source = "unknown" if sockets else None
+    else:
+        source = sources[0] if len(set(sources)) == 1 else ",".join(sorted(set(sources)))
+    return {
+        "running": bool(pids),
+        "present": present,
+        "pids": pids,
+        "strategies": strategies,
+        "source": source,
+        "sockets": sockets,
+        "managed_by": (
+            ("gpu-operator" if os.path.isdir(_rooted(root, GPU_OPERATOR_VALIDATIONS)) else "standalone")
+            if present
+            else None
+        ),
+    }
+
+
+def gpu_processes(root: str = "/", exclude=()) -> list:
+    """Workload processes that hold or were given GPUs: an NVIDIA_VISIBLE_DEVICES naming devices in their
+    environment, or an open /dev/nvidia<N>. Host daemons (persistenced, fabric manager, DCGM, the device
+    plugin) are left out. Each: {pid, comm, visible_devices, open_devices}."""
+    proc = _rooted(root, "/proc")
+    try:
+        entries = sorted((entry for entry in os.listdir(proc) if entry.isdigit()), key=int)
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if int(entry) in exclude:
+            continue
+        proc_pid = os.path.join(proc, entry)
+        comm = (_read(os.path.join(proc_pid, "comm")) or "").strip()
+        if comm in HOST_GPU_DAEMONS:
+            continue
+        visible = _environ(proc_pid).get("NVIDIA_VISIBLE_DEVICES", "").strip()
+        if visible.lower() in ("", "void", "none"):
+            visible = ""
+        devices = set()
+        try:
+            for fd in os.listdir(os.path.join(proc_pid, "fd")):
+                target = os.readlink(os.path.join(proc_pid, "fd", fd))
+                if NVIDIA_DEVICE_RE.fullmatch(target):
+                    devices.add(target)
+        except OSError:
+            pass
+        if visible or devices:
+            found.append({"pid": int(entry), "comm": comm, "visible_devices": visible, "open_devices": sorted(devices)})
+    return found
+
+
+def _top_level(text: str) -> str:
+    """The part of a TOML text before its first table header."""
+    match = re.search(r"^\s*\[", text, re.MULTILINE)
+    return text[: match.start()] if match else text
+
+
+def toolkit_config_facts(root: str = "/", path: str = TOOLKIT_CONFIG) -> dict:
+    """The two keys of the toolkit's config.toml as the file sets them (null when unset) and as they act
+    (the toolkit's defaults for unset keys)."""
+    text = _read(_rooted(root, path))
+    facts = {"path": path, "exists": text is not None}
+    for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
+        match = re.search(rf"^[ \t]*{re.escape(key)}[ \t]*=[ \t]*(true|false)\b", _top_level(text or ""), re.MULTILINE)
+        value = None if match is None else match.group(1) == "true"
+        facts[name] = value
+        facts[name + "_effective"] = TOOLKIT_DEFAULTS[key] if value is None else value
+    return facts
+
+
+def _last_string(pattern: str, texts) -> str | None:
+    value = None
+    for text in texts:
+        for match in re.finditer(pattern, text or "", re.MULTILINE):
+            value = match.group(1)
+    return value
+
+
+def containerd_runtime_state(texts, version: str | None) -> dict:
+    """{default, cdi} from containerd config texts (config.toml and its imports in order, or one
+    `containerd config dump`): default_runtime_name (containerd's default runc), enable_cdi (default false
+    before 2.0, true from 2.0; REFERENCE.md)."""
+    texts = [text for text in texts if text]
+    default = _last_string(r"""^[ \t]*default_runtime_name[ \t]*=[ \t]*["']([^"']*)["']""", texts)
+    cdi = _last_string(r"^[ \t]*enable_cdi[ \t]*=[ \t]*(true|false)\b", texts)
+    major = int(re.match(r"\d+", version or "0").group(0))
+    return {"default": default or "runc", "cdi": (cdi == "true") if cdi is not None else major >= 2}
+
+
+def crio_runtime_state(texts) -> dict:
+    """{default, cdi} of CRI-O: [crio.runtime] default_runtime (crun from 1.31, runc before: an unset value is
+    reported as null); CDI is always on in CRI-O."""
+    default = _last_string(r"""^[ \t]*default_runtime[ \t]*=[ \t]*["']([^"']*)["']""", texts)
+    return {"default": default or None, "cdi": True}
+
+
+def docker_runtime_state(text) -> dict:
+    """{default, cdi} of docker: daemon.json default-runtime (runc when unset); CDI reaches no pod through
+    cri-dockerd, so it does not count."""
+    try:
+        data = json.loads(text) if text and text.strip() else {}
+    except ValueError:
+        data = {}
+    default = data.get("default-runtime") if isinstance(data, dict) else None
+    return {"default": default or "runc", "cdi": False}
+
+
+def _delivers(strategy: str, state: dict, toolkit: dict, name: str) -> bool:
+    nvidia = state.get("default") == name
+    if strategy == "envvar":
+        return nvidia and bool(toolkit.get("accept_envvar_when_unprivileged_effective"))
+    if strategy == "volume-mounts":
+        return nvidia and bool(toolkit.get("accept_volume_mounts_effective"))
+    if strategy == "cdi-annotations":
+        return bool(state.get("cdi")) or nvidia
+    if strategy == "cdi-cri":
+        return bool(state.get("cdi"))
+    return False
+
+
+def gpu_access(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia") -> dict:
+    """Per runtime: whether GPU pods get their GPUs (`delivers`) and whether pods without a GPU request can
+    see GPUs (`leaks`: nvidia is the default and the toolkit honours NVIDIA_VISIBLE_DEVICES from
+    unprivileged containers, which CUDA images set to all). runtimes: {runtime: {default, cdi}}."""
+    strategies = plugin.get("strategies") or []
+    result = {}
+    for runtime, state in runtimes.items():
+        result[runtime] = {
+            "delivers": any(_delivers(s, state, toolkit, name) for s in strategies),
+            "leaks": state.get("default") == name and bool(toolkit.get("accept_envvar_when_unprivileged_effective")),
+            "default": state.get("default"),
+        }
+    return result
+
+
+def _describe(plugin: dict, pids: bool = True) -> str:
+    if not plugin.get("running"):
+        return "a device plugin socket ({}) whose process could not be read".format(", ".join(plugin["sockets"]))
+    where = "under the GPU Operator" if plugin.get("managed_by") == "gpu-operator" else "standalone"
+    strategies = ",".join(plugin.get("strategies") or []) or "unknown"
+    pid = (", pid " + ",".join(str(pid) for pid in plugin.get("pids") or [])) if pids else ""
+    return f"NVIDIA's device plugin ({where}{pid}) with device-list-strategy {strategies} ({plugin.get('source')})"
+
+
+def doctor_row(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia", gpu_pods: int = 0) -> dict:
+    """The doctor's "device plugin vs node" row: skipped (no device plugin), fail (GPU pods get no GPU through
+    any of the node's runtimes), warn (pods without a GPU request can see GPUs), else ok."""
+    check = "device plugin vs node"
+    if not plugin.get("present"):
+        return {"check": check, "status": "skipped", "detail": "no NVIDIA device plugin runs on this node", "fix": ""}
+    access = gpu_access(plugin, runtimes, toolkit, name)
+    what = _describe(plugin, pids=False)  # the report is rewritten when the node changes, not when a pid does
+    pods = f"; {gpu_pods} running GPU workload process(es)" if gpu_pods else ""
+    delivering = [runtime for runtime, item in access.items() if item["delivers"]]
+    if not delivering:
+        defaults = ", ".join(f"{runtime} default {item['default']}" for runtime, item in access.items()) or "no runtime"
+        return {
+            "check": check,
+            "status": "fail",
+            "detail": f"GPU pods would get no GPU: {what}; {defaults}; toolkit accepts the envvar from"
+            f" unprivileged containers: {str(toolkit.get('accept_envvar_when_unprivileged_effective')).lower()}{pods}",
+            "fix": "Move the device plugin to cdi-cri (Helm deviceListStrategy=cdi-cri; GPU Operator ClusterPolicy"
+            " spec.cdi.enabled: true), or set nvidia_container_toolkit_keep_gpu_pod_access: true and run site.yml",
+        }
+    leaking = [runtime for runtime, item in access.items() if item["leaks"]]
+    if leaking:
+        return {
+            "check": check,
+            "status": "warn",
+            "detail": f"pods without a GPU request can see GPUs: {', '.join(leaking)} default to {name} and the"
+            f" toolkit accepts NVIDIA_VISIBLE_DEVICES from unprivileged containers; {what}{pods}",
+            "fix": "Migrate: device plugin to cdi-cri first, then nvidia_container_toolkit_keep_gpu_pod_access: false"
+            " (playbooks/migrate_gpu_isolation.yml)",
+        }
+    return {
+        "check": check,
+        "status": "ok",
+        "detail": f"{what}: GPU pods get GPUs through {', '.join(delivering)}{pods}",
+        "fix": "",
+    }
+
+
+def planned_runtimes(current: dict, targets, set_as_default: bool, enable_cdi: bool, name: str = "nvidia") -> dict:
+    """The runtimes' {default, cdi} after runtime_config with these settings: nvidia becomes the default
+    (set_as_default) or stops being it (runc for containerd and docker; CRI-O's built-in default otherwise);
+    CDI on where asked and the runtime supports it (containerd 1.7+: current['cdi_supported'])."""
+    planned = {}
+    for runtime, state in current.items():
+        state = dict(state)
+        if runtime in targets:
+            if set_as_default:
+                state["default"] = name
+            elif state.get("default") == name:
+                state["default"] = None if runtime == "crio" else "runc"
+            if enable_cdi and state.get("cdi_supported", runtime != "docker"):
+                state["cdi"] = True
+        planned[runtime] = state
+    return planned
+
+
+def refusal(
+    node: str,
+    plugin: dict,
+    current: dict,
+    planned: dict,
+    toolkit_now: dict,
+    toolkit_planned: dict,
+    gpu_pods: list,
+    name: str = "nvidia",
+    keep_var: str = "nvidia_container_toolkit_keep_gpu_pod_access",
+) -> str:
+    """The refusal message when the planned settings take GPUs away from GPU pods that get them now
+    (a runtime that delivers now and would not), else "". A device plugin whose strategy cannot be read
+    counts as the upstream default, envvar."""
+    if not plugin.get("present"):
+        return ""
+    known = dict(plugin)
+    if not known.get("strategies"):
+        known["strategies"] = [DEFAULT_STRATEGY]
+    now = gpu_access(known, current, toolkit_now, name)
+    after = gpu_access(known, planned, toolkit_planned, name)
+    lost = [runtime for runtime in now if now[runtime]["delivers"] and not after.get(runtime, {}).get("delivers")]
+    if not lost:
+        return ""
+    changes = []
+    for runtime in lost:
+        before, after_default = current[runtime].get("default"), planned[runtime].get("default")
+        if before != after_default:
+            changes.append(f"{runtime}'s default runtime {before} -> {after_default or 'built-in'}")
+    if toolkit_now.get("accept_envvar_when_unprivileged_effective") and not toolkit_planned.get(
+        "accept_envvar_when_unprivileged_effective"
+    ):
+        changes.append(f"{ENVVAR_KEY} true -> false")
+    if toolkit_now.get("accept_volume_mounts_effective") and not toolkit_planned.get("accept_volume_mounts_effective"):
+        changes.append(f"{VOLUME_MOUNTS_KEY} true -> false")
+    workloads = ", ".join(f"{p['comm']} (pid {p['pid']})" for p in gpu_pods[:5]) or "none right now"
+    return (
+        f"Refusing to change {node}: it runs {_describe(plugin)}, and GPU pods get their GPUs through"
+        f" {', '.join(lost)} today. This run would change {'; '.join(changes) or 'the runtime setup'}, and from the"
+        f" next pod start every GPU pod on {node} would get no GPU. GPU workloads running now: {workloads}."
+        " Nothing was changed. Two ways forward: (a) move the device plugin to CDI first (or volume-mounts), then run"
+        " again: Helm chart nvidia-device-plugin: --set deviceListStrategy=cdi-cri; GPU Operator: ClusterPolicy"
+        " spec.cdi.enabled: true (its device plugin then runs with DEVICE_LIST_STRATEGY=cdi-annotations,cdi-cri),"
+        " or spec.devicePlugin.env DEVICE_LIST_STRATEGY=volume-mounts; wait until the plugin pod on this node runs"
+        ' with it (README, "Nodes that already run GPU pods"; playbooks/migrate_gpu_isolation.yml does it in'
+        f" batches). (b) keep today's semantics on this node: {keep_var}: true"
+        " (nvidia stays the default and NVIDIA_VISIBLE_DEVICES stays honoured; the doctor then warns that pods"
+        " without a GPU request can see GPUs here)."
+    )
+
+
+def toolkit_planned(toolkit_now: dict, settings: dict) -> dict:
+    """The toolkit config's two keys as they act after a merge of `settings` (top-level keys of config.toml)."""
+    planned = dict(toolkit_now)
+    for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
+        if key in (settings or {}):
+            planned[name + "_effective"] = bool(settings[key])
+    return planned
+
+
+def refusal_for_run(
+    facts: dict,
+    node: str,
+    targets,
+    set_as_default: bool,
+    enable_cdi: bool,
+    settings: dict,
+    name: str = "nvidia",
+    keep_var: str = "nvidia_container_toolkit_keep_gpu_pod_access",
+) -> str:
+    """refusal() from the gpu_node facts and a run's settings: the runtimes it configures (targets), whether
+    nvidia becomes their default, CDI, and the toolkit config keys it merges (settings; {} for none)."""
+    current = facts.get("runtime_defaults") or {}
+    toolkit_now = facts.get("toolkit_config") or toolkit_config_facts("/nonexistent")
+    planned = planned_runtimes(current, list(targets or []), bool(set_as_default), bool(enable_cdi), name)
+    return refusal(
+        node,
+        facts.get("device_plugin") or {},
+        current,
+        planned,
+        toolkit_now,
+        toolkit_planned(toolkit_now, settings),
+        facts.get("gpu_workloads") or [],
+        name,
+        keep_var,
+    )
