@@ -24,7 +24,9 @@ description:
     (C(containerd config dump)), its CRI plugin (C(ctr plugins ls), C(crictl info)), whether it started after its
     config files were written, and test containers through the nvidia binary and CRI's default runtime (only
     with O(containerd_test_image)), CRI-O's effective configuration
-    (C(crio config)), C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the
+    (C(crio config)), the running CRI-O (C(crio status config), C(crictl info)) and test pods through its nvidia
+    handler and its default handler with CAP_SYS_ADMIN (C(crictl run); only with O(crio_test_image)),
+    C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the
     seccomp profile under the kubelet's seccomp root, how FUSE pods can be confined (user namespaces,
     AppArmor + seccomp, seccomp only), the kubelet drop-in, the kubelet's main configuration and the
     environment file that passes C(--config-dir)."
@@ -126,6 +128,13 @@ options:
     type: list
     elements: str
     default: []
+  crio_test_image:
+    description:
+      - An image present in CRI-O's image store (never pulled) with sh, ls and wc; empty skips CRI-O's test pods.
+        They run through CRI-O's CRI with C(crictl run) (the nvidia handler, and CRI-O's default handler with
+        CAP_SYS_ADMIN), on the node's network, and are removed.
+    type: str
+    default: ""
   runtime_binary:
     description: The nvidia runtime binary; ctr runs containerd's test containers through it (C(--runc-binary)).
     type: path
@@ -255,6 +264,8 @@ import shutil
 import stat
 import string
 import subprocess
+import tempfile
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpu_pods import doctor_row as gpu_pods_doctor_row
@@ -354,6 +365,19 @@ class Node:
     def boot_time(self) -> float:
         """Seconds since the epoch at CLOCK_MONOTONIC zero, to place systemd's monotonic time stamps."""
         return boot_time()
+
+    def temp_dir(self) -> str:
+        return tempfile.mkdtemp(prefix="gpu-validate-")
+
+    def write(self, path: str, text: str) -> None:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def remove_tree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
     def read(self, path: str) -> str | None:
         """The text of a file, or None when it cannot be read."""
@@ -1342,13 +1366,134 @@ def check_containerd_isolation(p: dict, node: dict, io: Node, c: dict) -> list:
 # ---- crio -------------------------------------------------------------------------------------------------
 
 
-def crio_rows(p: dict, node: dict, dump, toolkit_installed: bool) -> list:
+CRIO_ENDPOINT = "unix:///var/run/crio/crio.sock"
+# Pod and container of the CRI-O test runs, in crictl's JSON form: the node's network (no CNI), a PID namespace per
+# container (the kubelet's default: CRI-O then starts no pause container).
+CRIO_NAMESPACES = {"network": 2, "pid": 1}
+
+
+def crio_state(p: dict, node: dict, io: Node) -> dict:
+    """What CRI-O reports: `crio config` (the files: crio.conf with its drop-ins), and where it runs, the running
+    daemon (`crio status config` over its socket), its CRI (`crictl info`) and whether the test image is there."""
+    facts = (node.get("runtimes") or {}).get("crio") or {}
+    binary = facts.get("binary") or "crio"
+    rc, out, err = io.run([binary, "config"])
+    config = runtime_config(out)
+    state = {
+        "dump": (rc, out, err),
+        "ok": rc == 0,
+        "error": _truncate(err.strip()),
+        "runtimes": config["runtimes"],
+        "default": config["default"] or "",
+        "registered": p["runtime_name"] in config["runtimes"],
+        "running": _bool(facts.get("running")),
+        "live": None,
+        "cri": None,
+        "crictl": None,
+        "image": False,
+        "cgroup_parent": "gpu_validate.slice",
+        "id": "gpu-validate-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12)),
+    }
+    if not state["running"]:
+        return state
+    rc, out, err = io.run([binary, "status", "config"])
+    live = runtime_config(out) if rc == 0 else None
+    state["live"] = {"ok": rc == 0, "error": _truncate(err.strip()), **(live or {"runtimes": [], "default": ""})}
+    if rc == 0 and re.search(r'(?m)^\s*cgroup_manager\s*=\s*"cgroupfs"', out):
+        state["cgroup_parent"] = "/gpu_validate"  # CRI-O refuses a systemd slice as parent with cgroupfs
+    state["crictl"] = io.which("crictl", [])
+    if state["crictl"]:
+        state["cri"] = crio_cri_conditions(io.run([state["crictl"], "--runtime-endpoint", CRIO_ENDPOINT, "info"]))
+        if p["crio_test_image"]:
+            inspect = [state["crictl"], "--image-endpoint", CRIO_ENDPOINT, "inspecti", p["crio_test_image"]]
+            state["image"] = io.run(inspect)[0] == 0
+    return state
+
+
+def crio_cri_conditions(result) -> dict:
+    """The RuntimeReady and NetworkReady conditions of `crictl info`: {condition: (status, reason and message)};
+    {} when crictl failed or printed no JSON. The kubelet reports a node NotReady unless both are true."""
+    if result is None or result[0] != 0:
+        return {}
+    try:
+        info = json.loads(result[1])
+    except ValueError:
+        return {}
+    conditions = ((info.get("status") or {}).get("conditions") or []) if isinstance(info, dict) else []
+    return {
+        c.get("type"): (bool(c.get("status")), f"{c.get('reason') or ''} {c.get('message') or ''}".strip())
+        for c in conditions
+        if isinstance(c, dict)
+    }
+
+
+def _crictl_run(p: dict, io: Node, c: dict, suffix: str, handler: str, command: list, env=(), caps=()) -> tuple:
+    """A pod of one container through CRI-O's CRI (crictl run, as the kubelet would start it) with runtime handler
+    ``handler`` ("" for CRI-O's default): (exit code, its log, error) once it exited; the pod is removed."""
+    crictl = [c["crictl"], "--runtime-endpoint", CRIO_ENDPOINT, "--image-endpoint", CRIO_ENDPOINT]
+    name = f"{c['id']}-{suffix}"
+    pod = {
+        "metadata": {"name": name, "namespace": "gpu-validate", "uid": name},
+        "log_directory": f"/var/log/pods/gpu-validate_{name}",
+        "linux": {"cgroup_parent": c["cgroup_parent"], "security_context": {"namespace_options": CRIO_NAMESPACES}},
+    }
+    container = {
+        "metadata": {"name": "check"},
+        "image": {"image": p["crio_test_image"]},
+        "command": list(command),
+        "envs": [{"key": k, "value": v} for k, v in env],
+        "log_path": "check.log",
+        "linux": {
+            "security_context": {
+                "namespace_options": CRIO_NAMESPACES,
+                "capabilities": {"add_capabilities": list(caps)},
+            }
+        },
+    }
+    directory = io.temp_dir()
+    try:
+        io.write(os.path.join(directory, "pod.json"), json.dumps(pod))
+        io.write(os.path.join(directory, "container.json"), json.dumps(container))
+        runtime = ["--runtime", handler] if handler else []
+        argv = [
+            *crictl,
+            "run",
+            "--no-pull",  # the test image must be there (crictl pulls by default)
+            *runtime,
+            os.path.join(directory, "container.json"),
+            os.path.join(directory, "pod.json"),
+        ]
+        rc, out, err = _container_run(p, io, argv)
+        if rc != 0:
+            return rc, out, err
+        container_id = out.strip().splitlines()[-1] if out.strip() else ""
+        deadline = int(p["container_timeout"])
+        for _ in range(deadline * 2):
+            rc, out, err = io.run([*crictl, "inspect", container_id])
+            status = (json.loads(out).get("status") or {}) if rc == 0 and out.startswith("{") else {}
+            if status.get("state") == "CONTAINER_EXITED":
+                logs = io.run([*crictl, "logs", container_id])
+                return int(status.get("exitCode") or 0), logs[1], status.get("reason", "") + " " + logs[2]
+            io.sleep(0.5)
+        return 124, "", f"the container did not exit within {deadline} s"
+    finally:
+        for pod_id in io.run([*crictl, "pods", "--name", name, "--quiet"])[1].split():
+            io.run([*crictl, "rmp", "--force", pod_id])
+        io.remove_tree(directory)
+
+
+def crio_rows(
+    p: dict, node: dict, dump, toolkit_installed: bool, c: dict | None = None, run=None, isolation=None
+) -> list:
     """dump: (rc, out, err) of `crio config` (CRI-O's effective configuration, crio.conf with its drop-ins).
-    CRI-O has no client that starts a container outside a pod (crictl needs a pod sandbox), so its checks
-    stop at the configuration."""
+    c: crio_state() where CRI-O runs (None: only the configuration is checked); run / isolation: (rc, out, err) of
+    the test pods through the nvidia handler (plain, and counting devices with NVIDIA_VISIBLE_DEVICES=all)."""
     name = p["runtime_name"]
     rc, out, err = dump
     config = runtime_config(out)
+    rows = []
+    if c is not None:
+        rows.append(crio_cri_row(c))
     if rc != 0:
         registered = _row(
             "crio: nvidia runtime",
@@ -1356,7 +1501,7 @@ def crio_rows(p: dict, node: dict, dump, toolkit_installed: bool) -> list:
             "crio config failed: " + _truncate(err.strip()),
             "Fix the CRI-O configuration (crio config names the problem)",
         )
-        return [registered, _row("crio: default runtime", "skipped", "crio config failed")]
+        return [*rows, registered, _row("crio: default runtime", "skipped", "crio config failed")]
     if name in config["runtimes"]:
         registered = _row("crio: nvidia runtime", "ok", f"crio.runtime.runtimes.{name} in the effective configuration")
     elif _bool(node.get("has_gpu")) or toolkit_installed:
@@ -1368,14 +1513,151 @@ def crio_rows(p: dict, node: dict, dump, toolkit_installed: bool) -> list:
         )
     else:
         registered = _row("crio: nvidia runtime", "skipped", "no GPU (and no toolkit installed)")
-    default = default_runtime_row(
-        p,
-        "crio",
-        config["default"],
-        f"default_runtime is {name}: every pod whose image sets",
-        "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
+    rows.append(registered)
+    if c is not None:
+        rows.append(crio_live_row(p, c))
+    default = (c or {}).get("live") or {}
+    rows.append(
+        default_runtime_row(
+            p,
+            "crio",
+            default.get("default") if default.get("ok") else config["default"],
+            f"default_runtime is {name}: every pod whose image sets",
+            "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
+        )
     )
-    return [registered, default]
+    if c is not None:
+        rows += crio_container_rows(p, node, c, run, isolation)
+    return rows
+
+
+def crio_cri_row(c: dict) -> dict:
+    check = "crio: CRI"
+    if not c["running"]:
+        return _row(check, "warn", "CRI-O is not running", "Start CRI-O (systemctl start crio)")
+    if not c["crictl"]:
+        return _row(check, "warn", "crictl is not installed: the CRI is not checked", "Install cri-tools (crictl)")
+    if not c["cri"]:
+        return _row(check, "fail", f"crictl info failed on {CRIO_ENDPOINT}", "journalctl -u crio names the problem")
+    ready, why = c["cri"].get("RuntimeReady", (False, "not reported"))
+    if not ready:
+        return _row(check, "fail", f"crictl info: the runtime is not RuntimeReady ({why})", "journalctl -u crio")
+    ready, why = c["cri"].get("NetworkReady", (False, "not reported"))
+    if not ready:
+        return _row(
+            check,
+            "fail",
+            f"crictl info: NetworkReady is false ({_truncate(why, 200)}): the kubelet reports the node NotReady",
+            "Install a CNI network configuration in CRI-O's network_dir (/etc/cni/net.d) and its plugins",
+        )
+    return _row(check, "ok", "crictl info: RuntimeReady and NetworkReady (the kubelet can run pods)")
+
+
+def crio_live_row(p: dict, c: dict) -> dict:
+    name = p["runtime_name"]
+    check = "crio: running config"
+    live = c.get("live")
+    if not c["running"] or live is None:
+        return _row(check, "warn", "CRI-O is not running")
+    if not live["ok"]:
+        return _row(check, "fail", "crio status config failed: " + live["error"], "journalctl -u crio")
+    if c["registered"] and name not in live["runtimes"]:
+        return _row(
+            check,
+            "fail",
+            f"the running CRI-O has no {name} runtime handler (crio status config), though its files have one",
+            "Restart CRI-O (systemctl restart crio), or rerun site.yml --tags runtime: it finishes a restart an"
+            " interrupted run left pending; journalctl -u crio says why a handler was dropped",
+        )
+    if name in live["runtimes"]:
+        return _row(check, "ok", f"the running CRI-O serves the {name} handler (crio status config)")
+    return _row(check, "skipped", f"no {name} runtime configured")
+
+
+def crio_container_rows(p: dict, node: dict, c: dict, run, isolation) -> list:
+    name, image = p["runtime_name"], p["crio_test_image"]
+    live_handler = name in ((c.get("live") or {}).get("runtimes") or [])
+    reason = None
+    if not image:
+        reason = ("skipped", "no test image (gpu_validate_crio_test_image)", "")
+    elif not c["running"]:
+        reason = ("warn", "CRI-O is not running", "Start CRI-O (systemctl start crio)")
+    elif not c["crictl"]:
+        reason = ("warn", "crictl is not installed", "Install cri-tools (crictl)")
+    elif not live_handler:
+        reason = ("skipped", f"the running CRI-O has no {name} handler", "")
+    elif not c["image"]:
+        reason = ("warn", f"image {image} is not in CRI-O's image store (never pulled)", f"crictl pull {image}")
+    rows = []
+    check = "crio: container via nvidia"
+    if reason:
+        rows.append(_row(check, *reason))
+    else:
+        rows.append(
+            _container_run_row(p, check, run, f"crictl run --runtime {name} {image} true", "crio", "the crio logs")
+        )
+    check = f"crio: GPU isolation ({name})"
+    count = _count(isolation)
+    if not _bool(node.get("has_gpu")):
+        rows.append(_row(check, "skipped", "no GPU"))
+    elif reason:
+        rows.append(_row(check, *reason))
+    elif count is None:
+        rc, _out, err = isolation if isolation is not None else ("", "", "")
+        rows.append(_row(check, "fail", f"the pod did not run: exit code {rc} " + _truncate(err.strip(), 200), NO_SH))
+    elif int(count) == 0:
+        rows.append(_row(check, "ok", "NVIDIA_VISIBLE_DEVICES=all, no GPU requested: no /dev/nvidia* device"))
+    else:
+        rows.append(
+            _row(
+                check,
+                "fail",
+                f"NVIDIA_VISIBLE_DEVICES=all, no GPU requested: {count} /dev/nvidia* devices visible",
+                "Set nvidia_container_toolkit_accept_envvar_when_unprivileged: false, run site.yml --tags toolkit",
+            )
+        )
+    return rows
+
+
+def crio_sys_admin_row(p: dict, node: dict, c: dict, result) -> dict:
+    """result: (exit code, log, error) of the CAP_SYS_ADMIN pod through CRI-O's default handler, or None."""
+    check = "crio: GPU isolation (default, CAP_SYS_ADMIN)"
+    default = ((c.get("live") or {}).get("default")) or c.get("default") or "crun"
+    like = "a FUSE-like pod (CAP_SYS_ADMIN, NVIDIA_VISIBLE_DEVICES=all, no GPU requested, no RuntimeClass)"
+    if not _bool(node.get("has_gpu")):
+        return _row(check, "skipped", "no GPU")
+    if not p["crio_test_image"]:
+        return _row(check, "skipped", "no test image (gpu_validate_crio_test_image)")
+    if not c["running"]:
+        return _row(check, "warn", "CRI-O is not running", "Start CRI-O (systemctl start crio)")
+    if not c["crictl"]:
+        return _row(check, "warn", "crictl is not installed", "Install cri-tools (crictl)")
+    if not c["image"]:
+        return _row(check, "warn", f"image {p['crio_test_image']} is not in CRI-O's image store", "crictl pull it")
+    count = _count(result)
+    if count is None:
+        rc, _out, err = result if result is not None else ("", "", "")
+        detail = f"the pod did not run through CRI-O's default runtime {default}: exit code {rc} "
+        return _row(check, "fail", detail + _truncate(err.strip(), 200), NO_SH)
+    if int(count) == 0:
+        return _row(check, "ok", f"{like} through CRI-O's default runtime {default}: no /dev/nvidia* device")
+    return _row(
+        check,
+        "fail",
+        f"{like} through CRI-O's default runtime {default} sees {count} /dev/nvidia* devices: every pod without a"
+        " RuntimeClass that has CAP_SYS_ADMIN can get GPUs",
+        "Make runc (or crun) CRI-O's default (nvidia_container_toolkit_set_as_default: false, or fix default_runtime"
+        " in crio.conf.d), run site.yml --tags runtime; FUSE pods must not use RuntimeClass nvidia unless they"
+        " request GPUs",
+    )
+
+
+def check_crio_isolation(p: dict, node: dict, io: Node, c: dict) -> list:
+    result = None
+    if _bool(node.get("has_gpu")) and c["running"] and c["crictl"] and c["image"]:
+        env = [("NVIDIA_VISIBLE_DEVICES", "all")]
+        result = _crictl_run(p, io, c, "sys-admin", "", ["sh", "-c", COUNT_DEVICES], env, ["SYS_ADMIN"])
+    return [crio_sys_admin_row(p, node, c, result)]
 
 
 def default_runtime_row(p: dict, runtime: str, default, said: str, allowed_fix: str) -> dict:
@@ -1393,9 +1675,22 @@ def default_runtime_row(p: dict, runtime: str, default, said: str, allowed_fix: 
     )
 
 
-def check_crio(p: dict, node: dict, io: Node, toolkit_installed: bool) -> list:
-    binary = ((node.get("runtimes") or {}).get("crio") or {}).get("binary") or "crio"
-    return crio_rows(p, node, io.run([binary, "config"]), toolkit_installed)
+def check_crio(p: dict, node: dict, io: Node, toolkit_installed: bool, c: dict) -> list:
+    dump = c["dump"]
+    if not c["running"]:
+        return crio_rows(p, node, dump, toolkit_installed)
+    run = isolation = None
+    if (
+        p["crio_test_image"]
+        and c["crictl"]
+        and c["image"]
+        and p["runtime_name"] in (c["live"] or {}).get("runtimes", [])
+    ):
+        run = _crictl_run(p, io, c, "run", p["runtime_name"], ["true"])
+        if _bool(node.get("has_gpu")):
+            env = [("NVIDIA_VISIBLE_DEVICES", "all")]
+            isolation = _crictl_run(p, io, c, "count", p["runtime_name"], ["sh", "-c", COUNT_DEVICES], env)
+    return crio_rows(p, node, dump, toolkit_installed, c, run, isolation)
 
 
 def device_plugin_row(p: dict, node: dict) -> dict:
@@ -1615,7 +1910,7 @@ def run_checks(p: dict, io: Node) -> dict:
         rows += toolkit_rows
     known = toolkit_installed if toolkit_installed is not None else bool(p["toolkit_installed"])
     # The runtimes in the order asked (gpu_validate_runtimes, else as the facts list them).
-    containerd = None
+    containerd = crio = None
     for runtime in p["runtimes"]:
         if runtime == "docker" and "docker" in families:
             rows += check_docker(p, node, io, known)
@@ -1623,12 +1918,16 @@ def run_checks(p: dict, io: Node) -> dict:
             containerd = containerd_state(p, node, io)
             rows += check_containerd(p, node, io, known, containerd)
         elif runtime == "crio" and "crio" in families:
-            rows += check_crio(p, node, io, known)
+            crio = crio_state(p, node, io)
+            rows += check_crio(p, node, io, known, crio)
     if "isolation" in families:
         rows += check_docker_isolation(p, node, io)
         if "containerd" in p["runtimes"]:
             containerd = containerd or containerd_state(p, node, io)
             rows += check_containerd_isolation(p, node, io, containerd)
+        if "crio" in p["runtimes"]:
+            crio = crio or crio_state(p, node, io)
+            rows += check_crio_isolation(p, node, io, crio)
         rows.append(device_plugin_row(p, node))
     if "doors" in families:
         if "containerd" in p["runtimes"]:
@@ -1666,6 +1965,7 @@ ARGUMENT_SPEC = dict(
     containerd_test_image=dict(type="str", default=""),
     containerd_namespace=dict(type="str", default="default"),
     containerd_run_options=dict(type="list", elements="str", default=[]),
+    crio_test_image=dict(type="str", default=""),
     runtime_binary=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
     nvidia_default_allowed=dict(type="bool", default=False),
     toolkit_installed=dict(type="bool", default=False),

@@ -13,7 +13,10 @@ Documentation: library/containerd_config.py. Logic: plugins/module_utils/contain
 from __future__ import annotations
 
 import importlib.util
+import posixpath
+import random
 import shlex
+import string
 import sys
 from pathlib import Path
 
@@ -132,6 +135,41 @@ class ActionModule(ActionBase):
             defaults = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config default`").unwrap()
         return effective, defaults
 
+    def _read_candidate(self, binary: str, path: str, text: str, ct) -> dict:
+        """containerd's reading of ``text`` as ``path``: `containerd --config <candidate> config dump`, parsed.
+
+        The candidate lies beside the file under a temporary name of the write contract's pattern (so that
+        relative imports resolve as for the file, and a killed run's leftover is removed by the next write),
+        readable by root only, and is removed again at once."""
+        tmp = self._connection._shell.tmpdir or self._make_tmp_path()
+        source = self._connection._shell.join_path(tmp, "containerd-candidate.toml")
+        self._transfer_data(source, text)
+        self._fixup_perms2([tmp, source])
+        stamp = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+        directory, name = posixpath.split(path)
+        candidate = posixpath.join(directory, f".{name}.{stamp}.tmp")
+        q = shlex.quote
+        command = (
+            f'umask 077; set -e; c={q(candidate)}; (set -C; : > "$c"); trap \'rm -f "$c"\' EXIT; '
+            f'cat {q(source)} > "$c"; {q(binary)} --config "$c" config dump'
+        )
+        res = self._low_level_execute_command(f"/bin/sh -c {q(command)}", sudoable=True)
+        if res.get("rc") != 0:
+            raise AnsibleActionFail(
+                f"{path} was not changed: containerd cannot read the config (`{binary} --config "
+                f"<candidate> config dump` failed, rc={res.get('rc')}): "
+                f"{to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending settings, then run again."
+            )
+        return ct.parse_document(to_text(res.get("stdout", "")), "`containerd config dump` of the candidate").unwrap()
+
+    def _verify(self, ct, outcome, request, binary: str) -> None:
+        """Refuse (nothing written) when containerd reads the candidate otherwise than the request meant. The
+        current text is read the same way (the bytes the plan started from, not whatever the file holds now)."""
+        before = self._read_candidate(binary, outcome.path, outcome.before, ct) if outcome.existed else None
+        after = self._read_candidate(binary, outcome.path, outcome.after, ct)
+        written = ct.parse_document(outcome.after, outcome.path).unwrap()
+        ct.verify_reading(outcome.path, before, after, request, written, outcome.runtime_table)
+
     def _write(self, outcome, args: dict, binary: str | None, task_vars: dict) -> dict:
         """Write ``outcome.after`` through config_file_write (atomic, backup, validate, file attributes)."""
         cf = _controller_files()
@@ -222,6 +260,10 @@ class ActionModule(ActionBase):
         if self._task.check_mode:
             result["msg"] = f"would update {', '.join(o.path for o in changed)} (check mode, nothing written)"
             return result
+
+        # Ask containerd how it reads the new file before writing it (method=inplace: one file, read as a whole).
+        if args["validate"] and binary is not None and args["method"] == "inplace":
+            self._verify(ct, root, request, binary)
 
         written = []
         for outcome in changed:

@@ -56,8 +56,24 @@ def crio_runtime_entry(config_text: str, name: str, binary: str) -> dict:
     return entry
 
 
-def crio_dropin(config_text: str, name: str, binary: str, set_as_default: bool = False) -> str:
-    """TOML text of the drop-in: [crio.runtime] (default_runtime only when asked) and the runtime's table."""
+def _merge(target, changes: Mapping) -> None:
+    """Merge ``changes`` (nested dicts) into the tomlkit table ``target``: tables recursively, values replaced."""
+    for key, value in changes.items():
+        if isinstance(value, Mapping):
+            if key not in target or not isinstance(target[key], Mapping):
+                target[key] = tomlkit.table()
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+def crio_dropin(
+    config_text: str, name: str, binary: str, set_as_default: bool = False, settings: Mapping | None = None
+) -> str:
+    """TOML text of the drop-in: [crio.runtime] (default_runtime only when asked) and the runtime's table, with
+    ``settings`` (runtime_config_crio_settings: tables and keys of crio.conf) merged over them."""
+    if settings is not None and not isinstance(settings, Mapping):
+        raise AnsibleFilterError(f"runtime_config_crio_settings must be a dict of crio.conf tables, got {settings!r}")
     doc = tomlkit.document()
     crio = tomlkit.table(is_super_table=True)
     runtime = tomlkit.table()
@@ -71,7 +87,72 @@ def crio_dropin(config_text: str, name: str, binary: str, set_as_default: bool =
     runtime["runtimes"] = runtimes
     crio["runtime"] = runtime
     doc["crio"] = crio
+    _merge(doc, dict(settings or {}))
     return tomlkit.dumps(doc)
+
+
+def _parse(text: str, what: str) -> dict:
+    try:
+        return tomlkit.parse(text or "").unwrap()
+    except Exception as exc:  # tomlkit raises several error types
+        raise AnsibleFilterError(f"{what} is not valid TOML: {exc}") from exc
+
+
+def _leaves(value, path=()):
+    if isinstance(value, Mapping):
+        if not value:
+            yield path, {}
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    else:
+        yield path, value
+
+
+def _covered(path: tuple, allowed: list) -> bool:
+    return any(path[: len(prefix)] == prefix or prefix[: len(path)] == path for prefix in allowed)
+
+
+def crio_reading_problems(
+    before_text: str,
+    after_text: str,
+    name: str,
+    binary: str,
+    set_as_default: bool = False,
+    settings: Mapping | None = None,
+) -> list:
+    """What CRI-O's reading of the candidate drop-in says otherwise than meant; [] when it reads what was meant.
+
+    ``before_text`` / ``after_text``: `crio config` with the drop-in as it is, and with the candidate in its
+    place (crio.conf and every other file of crio.conf.d as they are). Meant: crio.runtime.runtimes.<name> with
+    runtime_path = ``binary``; crio.runtime.default_runtime = <name> when ``set_as_default``, else not <name>;
+    nothing else in the reading changed but that table, default_runtime and the keys ``settings`` names.
+    """
+    before = _parse(before_text, "`crio config` with the current drop-in")
+    after = _parse(after_text, "`crio config` with the new drop-in")
+    runtime = (after.get("crio") or {}).get("runtime") or {}
+    runtimes = runtime.get("runtimes") if isinstance(runtime.get("runtimes"), Mapping) else {}
+    problems = []
+    entry = runtimes.get(name)
+    table = f"crio.runtime.runtimes.{name}"
+    if not isinstance(entry, Mapping):
+        problems.append(f"CRI-O's reading has no [{table}] (runtimes: {', '.join(runtimes) or 'none'})")
+    elif entry.get("runtime_path") != binary:
+        problems.append(f"{table}.runtime_path is {entry.get('runtime_path')!r}, not {binary!r}")
+    default = runtime.get("default_runtime")
+    if set_as_default and default != name:
+        problems.append(f"crio.runtime.default_runtime is {default!r}, not {name!r} as asked")
+    elif not set_as_default and default == name:
+        problems.append(
+            f"crio.runtime.default_runtime is {name!r}: every pod without a RuntimeClass would run through it"
+        )
+    allowed = [("crio", "runtime", "runtimes", name), ("crio", "runtime", "default_runtime")]
+    allowed += [path for path, _value in _leaves(dict(settings or {})) if path]
+    left, right = dict(_leaves(before)), dict(_leaves(after))
+    changed = sorted(p for p in set(left) | set(right) if left.get(p) != right.get(p) and not _covered(p, allowed))
+    if changed:
+        shown = ", ".join(".".join(p) for p in changed[:5]) + (" ..." if len(changed) > 5 else "")
+        problems.append(f"it also changes what was not asked for: {shown}")
+    return problems
 
 
 class FilterModule:
@@ -79,4 +160,5 @@ class FilterModule:
         return {
             "runtime_config_crio_runtime_entry": crio_runtime_entry,
             "runtime_config_crio_dropin": crio_dropin,
+            "runtime_config_crio_reading_problems": crio_reading_problems,
         }

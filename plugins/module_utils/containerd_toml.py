@@ -96,6 +96,7 @@ __all__ = [
     "plan_inplace",
     "render_dropin",
     "table_paths",
+    "verify_reading",
 ]
 
 
@@ -830,3 +831,137 @@ def plan_dropin(
             dropin_path, dropin_text, after, not same, version, runtime_table, copied_from, True, default_written
         )
     return root, dropin
+
+
+# --------------------------------------------------------------------------- the daemon's reading
+
+
+def _leaves(value, path=()):
+    """(key path, value) of every leaf of a parsed config; a list is a leaf."""
+    if isinstance(value, Mapping):
+        if not value:
+            yield path, {}
+        for key, item in value.items():
+            yield from _leaves(item, (*path, key))
+    else:
+        yield path, value
+
+
+def _differences(before: Mapping, after: Mapping) -> list:
+    """Key paths whose value differs between two parsed configs (added, removed or changed leaves)."""
+    left, right = dict(_leaves(before)), dict(_leaves(after))
+    return sorted(p for p in set(left) | set(right) if not config_merge.values_equal(left.get(p), right.get(p)))
+
+
+def _settings_tails(settings: Mapping | None) -> list:
+    """The key paths of ``settings`` below their plugin table (``plugins.<id>.a.b`` -> ``(a, b)``), and whole
+    paths of top-level settings: containerd 2.x moves a version 2 file's CRI settings to other plugin ids
+    (``io.containerd.grpc.v1.cri`` -> ``io.containerd.cri.v1.runtime`` / ``.images``) when it reads it."""
+    tails = []
+    for path, _value in _leaves(dict(settings or {})):
+        if len(path) >= 3 and path[0] == "plugins":
+            tails.append(("plugins", None, *path[2:]))
+        elif path:
+            tails.append(tuple(path))
+    return tails
+
+
+def _covered(path: tuple, allowed: list) -> bool:
+    """Whether ``path`` lies in (or above) one of the ``allowed`` paths; None in an allowed path matches any key."""
+    for prefix in allowed:
+        size = min(len(prefix), len(path))
+        if all(want is None or want == got for want, got in zip(prefix[:size], path[:size])):
+            return True
+    return False
+
+
+def _file_runtime_tables(doc: Mapping | None) -> list:
+    """Dotted names of the tables in a config file that hold a ``runtimes`` table (under any plugin id)."""
+    found = []
+    for plugin, table in ((doc or {}).get("plugins") or {}).items():
+        runtimes = config_merge.get_path(table, ["containerd", "runtimes"]) if isinstance(table, Mapping) else None
+        if isinstance(runtimes, Mapping):
+            found.append(f"{dotted_key(('plugins', plugin, 'containerd', 'runtimes'))} ({', '.join(runtimes)})")
+    return found
+
+
+def verify_reading(
+    path: str,
+    before: Mapping | None,
+    after: Mapping,
+    request: Request,
+    written: Mapping | None = None,
+    written_table: str | None = None,
+) -> None:
+    """Refuse a candidate file that containerd reads otherwise than this request meant.
+
+    ``before`` and ``after`` are containerd's own reading (`containerd --config <file> config dump`, parsed) of
+    the current file and of the candidate (None for ``before`` when there was no file: then only the runtime
+    and the default are compared). Meant: the runtime of ``request`` in the CRI plugin's runtimes with its
+    binary (options.BinaryName) and runtime_type; the default runtime as asked (the request's, else not the
+    runtime unless it already was and stays so); nothing else changed in the reading but the runtime's entry,
+    the default, CDI and what ``request.settings`` names. ``written`` is the candidate file (parsed), whose
+    runtimes tables the message names; ``written_table`` the table the plan wrote the runtime to.
+    Pure: no I/O. Raises ContainerdConfigError naming the tables and the fix; the file is then left as it was.
+    """
+    problems = []
+    read_version = after.get("version", 1) if isinstance(after, Mapping) else 1
+    if read_version not in CRI_TABLES:
+        raise ContainerdConfigError(
+            f"containerd reads the new {path} as config version {read_version!r}, whose tables this action does not "
+            f"know: nothing was changed. Edit {path} by hand."
+        )
+    paths = table_paths(read_version)
+    runtimes, default = _cri_runtimes(after)
+    read_runtimes = dotted_key(paths.runtimes)
+    if request.runtime is not None:
+        name, binary = request.runtime["name"], request.runtime["path"]
+        runtime_type = request.runtime.get("runtime_type") or DEFAULT_RUNTIME_TYPE
+        entry = runtimes.get(name)
+        if not isinstance(entry, Mapping):
+            problems.append(
+                f"containerd's reading has no {read_runtimes}.{name} (runtimes it reads: "
+                f"{', '.join(runtimes) or 'none'})"
+            )
+        else:
+            got_binary = (entry.get("options") or {}).get("BinaryName")
+            if got_binary != binary:
+                problems.append(f"{read_runtimes}.{name}.options.BinaryName is {got_binary!r}, not {binary!r}")
+            if entry.get("runtime_type") != runtime_type:
+                problems.append(
+                    f"{read_runtimes}.{name}.runtime_type is {entry.get('runtime_type')!r}, not {runtime_type!r}"
+                )
+    _before_runtimes, before_default = _cri_runtimes(before) if before is not None else ({}, None)
+    name = (request.runtime or {}).get("name")
+    default_key = f"{dotted_key(paths.containerd)}.default_runtime_name"
+    if request.default_runtime is not None:
+        if default != request.default_runtime:
+            problems.append(f"{default_key} is {default!r}, not {request.default_runtime!r} as asked")
+    elif name is not None and default == name and (request.unset_default or before_default != name):
+        problems.append(f"{default_key} is {name!r}: every pod without a RuntimeClass would run through it")
+    if before is not None:
+        allowed = [
+            (*paths.runtimes, name) if name else None,
+            (*paths.containerd, "default_runtime_name"),
+            (*paths.cri, "enable_cdi"),
+            (*paths.cri, "cdi_spec_dirs"),
+            *_settings_tails(request.settings),
+        ]
+        allowed = [a for a in allowed if a]
+        changed = [p for p in _differences(before, after) if not _covered(p, allowed)]
+        if changed:
+            shown = ", ".join(dotted_key(p) for p in changed[:5]) + (" ..." if len(changed) > 5 else "")
+            problems.append(f"it also changes what was not asked for: {shown}")
+    if not problems:
+        return
+    tables = _file_runtime_tables(written)
+    said = f"; the runtimes tables of the new file: {'; '.join(tables)}" if tables else ""
+    wrote = f"The plan wrote {written_table}" if written_table else "The plan wrote the runtime"
+    raise ContainerdConfigError(
+        f"containerd reads the new {path} otherwise than meant (`containerd --config <candidate> config dump`): "
+        + "; ".join(problems)
+        + f". {wrote}, but containerd reads its runtimes from {read_runtimes}{said}. A file whose 'version' does not"
+        " match its table names (e.g. version = 2 with io.containerd.cri.v1.runtime tables, as some cloud images"
+        " ship for containerd 2.x) is read otherwise than it looks: make 'version' match the table names (3 for"
+        f" io.containerd.cri.v1.* tables), then run again. {path} was left as it was."
+    )

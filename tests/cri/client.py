@@ -40,6 +40,7 @@ ARCHIVES = (
 )
 PROTO_IN_PACKAGE = "k8s.io/cri-api/pkg/apis/runtime/v1/api.proto"
 CONTAINERD_SOCKET = "/run/containerd/containerd.sock"
+CRIO_SOCKET = "/run/crio/crio.sock"  # not /var/run: an absolute symlink, which /proc/<pid>/root cannot follow
 
 
 def _apt(state: Path, *args: str, cwd: Path | None = None) -> None:
@@ -160,12 +161,25 @@ def _proto_value(message, value: str):
 class CriClient:
     """The few CRI RuntimeService calls the tests need (what a kubelet does to start a pod)."""
 
-    def __init__(self, address: str, timeout: float = 60):
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 60,
+        cgroup_parent: str = "gpunode_test.slice",
+        pid_per_container: bool = False,
+    ):
+        """``cgroup_parent``: the pods' parent cgroup, as the kubelet gives it: a systemd slice (cgroupDriver
+        systemd; containerd takes it with cgroupfs too), or a cgroupfs path where the runtime uses cgroupfs
+        (CRI-O refuses a slice there). ``pid_per_container``: each container its own PID namespace, as the
+        kubelet asks unless a pod shares its process namespace; CRI-O then runs no infra (pause) container,
+        whose oom_score_adj of -998 a node container cannot set."""
         import grpc
 
         self.pb, pb_grpc = stubs()
         self.grpc = grpc
         self.timeout = timeout
+        self.cgroup_parent = cgroup_parent
+        self.pid = {"pid": self.pb.CONTAINER} if pid_per_container else {}
         self.channel = grpc.insecure_channel(address)
         self.runtime = pb_grpc.RuntimeServiceStub(self.channel)
         self.images = pb_grpc.ImageServiceStub(self.channel)
@@ -189,9 +203,9 @@ class CriClient:
             log_directory=f"/var/log/pods/gpunode-test_{name}",
             linux=pb.LinuxPodSandboxConfig(
                 # a systemd slice, as a kubelet with cgroupDriver=systemd gives (works with cgroupfs too)
-                cgroup_parent="gpunode_test.slice",
+                cgroup_parent=self.cgroup_parent,
                 security_context=pb.LinuxSandboxSecurityContext(
-                    namespace_options=pb.NamespaceOption(network=pb.NODE),
+                    namespace_options=pb.NamespaceOption(network=pb.NODE, **self.pid),
                 ),
             ),
         )
@@ -215,6 +229,9 @@ class CriClient:
             command=command,
             log_path="main.log",
         )
+        if self.pid:
+            namespaces = pb.NamespaceOption(network=pb.NODE, **self.pid)
+            config.linux.security_context.namespace_options.CopyFrom(namespaces)
         created = self.runtime.CreateContainer(
             pb.CreateContainerRequest(pod_sandbox_id=sandbox_id, config=config, sandbox_config=sandbox_config),
             timeout=self.timeout,
@@ -267,7 +284,7 @@ class CriClient:
         node's user namespace (hostUsers: true). Returns (exit code, path of the container's log on the node).
         """
         pb = self.pb
-        namespaces = pb.NamespaceOption(network=pb.NODE)
+        namespaces = pb.NamespaceOption(network=pb.NODE, **self.pid)
         if host_ids is not None:
             ids = [pb.IDMapping(host_id=host_ids[0], container_id=0, length=host_ids[1])]
             namespaces = pb.NamespaceOption(
@@ -278,7 +295,7 @@ class CriClient:
             metadata=pb.PodSandboxMetadata(name=name, uid=uid, namespace="gpunode-test"),
             log_directory=f"/var/log/pods/gpunode-test_{name}_{uid}",
             linux=pb.LinuxPodSandboxConfig(
-                cgroup_parent="gpunode_test.slice",
+                cgroup_parent=self.cgroup_parent,
                 security_context=pb.LinuxSandboxSecurityContext(namespace_options=namespaces),
             ),
         )

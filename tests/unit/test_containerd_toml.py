@@ -566,11 +566,21 @@ class FakeNode:
         self.copies: list[dict] = []
         self.modules: list[tuple[str, dict]] = []
         self.copy_result: dict = {}
+        self.transferred: dict = {}
+        # containerd's reading of a candidate file: here the candidate itself (a test may replace it)
+        self.read_candidate = lambda text: {"rc": 0, "stdout": text, "stderr": ""}
+
+    def transfer(self, remote_path, data):
+        self.transferred[remote_path] = data
+        return remote_path
 
     def low_level(self, cmd, sudoable=True, **_kwargs):
         self.commands.append(cmd)
         if self.containerd is None:
             return {"rc": 127, "stdout": "", "stderr": "containerd: not found"}
+        if cmd.startswith("/bin/sh -c ") and "config dump" in cmd:  # the candidate, staged beside the file
+            source = next(path for path in self.transferred if path in cmd)
+            return self.read_candidate(self.transferred[source])
         if cmd.endswith("--version"):
             return {"rc": 0, "stdout": f"/usr/bin/containerd\n{self.containerd}\n", "stderr": ""}
         if cmd.endswith("config default"):
@@ -622,8 +632,12 @@ def run_action(node: FakeNode, args: dict, check_mode: bool = False) -> dict:
     task.copy.side_effect = lambda: mock.MagicMock(args={})
     connection = mock.MagicMock()
     connection._shell.tmpdir = None
+    connection._shell.join_path.side_effect = lambda *parts: "/".join(parts)
     action = plugin.ActionModule(task, connection, mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), None)
     with (
+        mock.patch.object(action, "_make_tmp_path", return_value="/root/.ansible/tmp/ansible-tmp-1"),
+        mock.patch.object(action, "_transfer_data", side_effect=node.transfer),
+        mock.patch.object(action, "_fixup_perms2"),
         mock.patch.object(action, "_low_level_execute_command", side_effect=node.low_level),
         mock.patch.object(action, "_execute_remote_stat", side_effect=node.stat),
         mock.patch.object(action, "_execute_module", side_effect=node.execute_module),
@@ -1089,3 +1103,143 @@ def test_a_default_that_stays_keeps_its_own_table_when_the_file_has_no_runc():
     runtimes = get_path(plain(outcome.after), [*CRI[2], "containerd", "runtimes"])
     assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
     assert outcome.changed is False, outcome.after
+
+
+# --------------------------------------------------------------------------- the daemon's reading (issue 24)
+
+# A version 2 file with containerd 2.x table names, as AKS ships for containerd 2.0: containerd 2.x reads a
+# version 2 file's runtimes from io.containerd.grpc.v1.cri (migrated to version 3), so what this file says
+# under io.containerd.cri.v1.runtime, and the nvidia entry the plan writes, are not what it runs.
+AKS_STYLE = """version = 2
+[plugins."io.containerd.cri.v1.runtime".containerd]
+  default_runtime_name = "runc"
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+  SystemdCgroup = true
+"""
+
+
+def _dump(runtimes: dict, default: str = "runc", **cri) -> dict:
+    """A containerd 2.x reading (`config dump`, version 3) with these runtimes."""
+    return {
+        "version": 3,
+        "root": "/var/lib/containerd",
+        "plugins": {
+            "io.containerd.cri.v1.runtime": {
+                "enable_cdi": True,
+                **cri,
+                "containerd": {"default_runtime_name": default, "runtimes": runtimes},
+            },
+            "io.containerd.cri.v1.images": {"registry": {"config_path": ""}},
+        },
+    }
+
+
+RUNC = {"runtime_type": "io.containerd.runc.v2", "options": {"SystemdCgroup": True}}
+NVIDIA_READ = {
+    "runtime_type": "io.containerd.runc.v2",
+    "options": {"SystemdCgroup": True, "BinaryName": NVIDIA["path"]},
+}
+
+
+def test_verify_reading_accepts_the_runtime_with_our_binary_and_nothing_else_changed():
+    before = _dump({"runc": RUNC})
+    ct.verify_reading(PATH, before, _dump({"runc": RUNC, "nvidia": NVIDIA_READ}), ct.Request(runtime=NVIDIA))
+    # a missing file: only the runtime and the default are compared
+    ct.verify_reading(PATH, None, _dump({"runc": RUNC, "nvidia": NVIDIA_READ}), ct.Request(runtime=NVIDIA))
+
+
+def test_verify_reading_refuses_a_file_whose_version_does_not_match_its_table_names():
+    written = plain(ct.plan_inplace(AKS_STYLE, PATH, ct.Request(runtime=NVIDIA)).after)
+    # what containerd 2.x reads of it: the file's v3-named tables are not the runtimes it runs
+    with pytest.raises(ct.ContainerdConfigError) as err:
+        ct.verify_reading(
+            PATH,
+            _dump({"runc": {"runtime_type": "io.containerd.runc.v2", "options": {}}}),
+            _dump({"runc": {"runtime_type": "io.containerd.runc.v2", "options": {}}}),
+            ct.Request(runtime=NVIDIA),
+            written,
+            'plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia',
+        )
+    said = str(err.value)
+    assert 'has no plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia (runtimes it reads: runc)' in said
+    assert 'The plan wrote plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia' in said
+    assert 'plugins."io.containerd.cri.v1.runtime".containerd.runtimes (runc)' in said  # the file's own table
+    assert "make 'version' match the table names" in said
+    assert f"{PATH} was left as it was" in said
+
+
+def test_verify_reading_refuses_another_binary_or_runtime_type():
+    other = {**NVIDIA_READ, "options": {**NVIDIA_READ["options"], "BinaryName": "/usr/local/bin/other"}}
+    with pytest.raises(ct.ContainerdConfigError, match=r"runtimes\.nvidia\.options\.BinaryName is '/usr/local/bin/"):
+        ct.verify_reading(PATH, _dump({"runc": RUNC}), _dump({"runc": RUNC, "nvidia": other}), ct.Request(NVIDIA))
+    kata = {**NVIDIA_READ, "runtime_type": "io.containerd.kata.v2"}
+    with pytest.raises(ct.ContainerdConfigError, match=r"runtime_type is 'io.containerd.kata.v2', not 'io.containerd"):
+        ct.verify_reading(PATH, _dump({"runc": RUNC}), _dump({"runc": RUNC, "nvidia": kata}), ct.Request(NVIDIA))
+
+
+def test_verify_reading_checks_the_default_as_asked():
+    after = _dump({"runc": RUNC, "nvidia": NVIDIA_READ}, default="nvidia")
+    with pytest.raises(ct.ContainerdConfigError, match="default_runtime_name is 'nvidia': every pod without"):
+        ct.verify_reading(PATH, _dump({"runc": RUNC}), after, ct.Request(runtime=NVIDIA))
+    ct.verify_reading(PATH, _dump({"runc": RUNC}), after, ct.Request(runtime=NVIDIA, default_runtime="nvidia"))
+    with pytest.raises(ct.ContainerdConfigError, match="default_runtime_name is 'runc', not 'nvidia' as asked"):
+        ct.verify_reading(
+            PATH,
+            _dump({"runc": RUNC}),
+            _dump({"runc": RUNC, "nvidia": NVIDIA_READ}),
+            ct.Request(runtime=NVIDIA, default_runtime="nvidia"),
+        )
+    # nvidia stays the default where it already was and nothing asks otherwise; unset_default refuses it
+    before = _dump({"runc": RUNC, "nvidia": NVIDIA_READ}, default="nvidia")
+    ct.verify_reading(PATH, before, after, ct.Request(runtime=NVIDIA))
+    with pytest.raises(ct.ContainerdConfigError, match="every pod without a RuntimeClass"):
+        ct.verify_reading(PATH, before, after, ct.Request(runtime=NVIDIA, unset_default=True))
+
+
+def test_verify_reading_refuses_changes_that_were_not_asked_for_and_names_them():
+    before = _dump({"runc": RUNC})
+    lost = _dump({"runc": {"runtime_type": "io.containerd.runc.v2", "options": {}}, "nvidia": NVIDIA_READ})
+    with pytest.raises(ct.ContainerdConfigError) as err:
+        ct.verify_reading(PATH, before, lost, ct.Request(runtime=NVIDIA))
+    assert 'changes what was not asked for: plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc' in str(
+        err.value
+    )
+    # CDI and the request's settings may change; a version 2 setting is found under containerd 2.x's plugin id
+    request = ct.Request(
+        runtime=NVIDIA,
+        enable_cdi=True,
+        settings={"plugins": {"io.containerd.grpc.v1.cri": {"registry": {"config_path": "/etc/containerd/certs.d"}}}},
+    )
+    after = _dump({"runc": RUNC, "nvidia": NVIDIA_READ}, cdi_spec_dirs=["/etc/cdi"])
+    after["plugins"]["io.containerd.cri.v1.images"]["registry"]["config_path"] = "/etc/containerd/certs.d"
+    ct.verify_reading(PATH, before, after, request)
+    after["root"] = "/data/containerd"
+    with pytest.raises(ct.ContainerdConfigError, match="changes what was not asked for: root"):
+        ct.verify_reading(PATH, before, after, request)
+
+
+def test_action_refuses_a_candidate_containerd_reads_without_the_runtime_and_writes_nothing():
+    """The action asks containerd how it reads the candidate before writing (here: a reading without nvidia, as
+    containerd 2.x reads the AKS-style file); the refusal names the tables and nothing is written."""
+    node = FakeNode({PATH: AKS_STYLE}, containerd="containerd github.com/containerd/containerd/v2 v2.1.4 abc")
+    runc_only = tomlkit.dumps(_dump({"runc": {"runtime_type": "io.containerd.runc.v2", "options": {}}}))
+    node.read_candidate = lambda _text: {"rc": 0, "stdout": runc_only, "stderr": ""}
+    result = run_action(node, {"runtime": NVIDIA})
+    assert result["failed"] is True
+    assert "containerd reads the new /etc/containerd/config.toml otherwise than meant" in result["msg"]
+    assert 'has no plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia' in result["msg"]
+    assert node.copies == [] and node.files[PATH] == AKS_STYLE
+    staged = [c for c in node.commands if c.startswith("/bin/sh -c ")]
+    assert len(staged) == 2 and all("/etc/containerd/.config.toml." in c and ".tmp" in c for c in staged)
+    assert all("umask 077" in c and "rm -f" in c for c in staged)
+
+
+def test_action_refuses_a_candidate_containerd_cannot_read():
+    node = FakeNode({PATH: V2})
+    node.read_candidate = lambda _text: {"rc": 1, "stdout": "", "stderr": "failed to load TOML: bad"}
+    result = run_action(node, {"runtime": NVIDIA})
+    assert result["failed"] is True
+    assert "containerd cannot read the config" in result["msg"] and "failed to load TOML: bad" in result["msg"]
+    assert node.copies == []

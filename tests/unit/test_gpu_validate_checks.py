@@ -1768,3 +1768,98 @@ def test_device_plugin_row(plugin, defaults, toolkit, status):
 def test_device_plugin_row_of_facts_without_the_keys_is_skipped():
     row = checks.device_plugin_row({"runtimes": ["containerd"], "runtime_name": "nvidia"}, {})
     assert row["status"] == "skipped"
+
+
+# ---- crio on a running CRI-O (issue 24 item 3) --------------------------------------------------------------
+
+CRIO_LIVE = '[crio.runtime]\ncgroup_manager = "cgroupfs"\ndefault_runtime = "{default}"\n' + (
+    '[crio.runtime.runtimes.runc]\nruntime_path = "/usr/sbin/runc"\n'
+    '[crio.runtime.runtimes.{handler}]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
+)
+CRICTL_READY = (
+    '{"status": {"conditions": [{"type": "RuntimeReady", "status": true}, {"type": "NetworkReady", "status": true}]}}'
+)
+CRICTL_NOT_READY = '{"status": {"conditions": [{"type": "RuntimeReady", "status": false}]}}'
+CRICTL_NO_NETWORK = (
+    '{"status": {"conditions": [{"type": "RuntimeReady", "status": true}, {"type": "NetworkReady", "status": false,'
+    ' "reason": "NetworkPluginNotReady", "message": "No CNI configuration file in /etc/cni/net.d/"}]}}'
+)
+CRICTL = ["/usr/bin/crictl", "--runtime-endpoint", checks.CRIO_ENDPOINT]
+
+
+def _crio_node(live, info=(0, CRICTL_READY, ""), image=True):
+    return FakeNode(
+        commands={
+            ("crio", "config"): (0, CRIO_DUMP.format(default="runc"), ""),
+            ("crio", "status", "config"): live,
+            (*CRICTL, "info"): info,
+            ("/usr/bin/crictl", "--image-endpoint", checks.CRIO_ENDPOINT, "inspecti", "busybox"): (
+                0 if image else 1,
+                "",
+                "",
+            ),
+        },
+        which=["crictl"],
+    )
+
+
+def _crio_rows(fake, **p):
+    facts = node(runtimes={"crio": {"installed": True, "running": True}}, has_gpu=False)
+    c = checks.crio_state(params(crio_test_image="busybox", **p), facts, fake)
+    return {r["check"]: r for r in checks.crio_rows(params(**p), facts, c["dump"], True, c)}, c
+
+
+def test_crio_rows_of_a_running_crio_read_the_daemon_and_its_cri():
+    rows, c = _crio_rows(_crio_node((0, CRIO_LIVE.format(default="runc", handler="nvidia"), "")))
+    assert c["cgroup_parent"] == "/gpu_validate"  # CRI-O runs cgroupfs: no systemd slice as a pod's parent
+    assert rows["crio: CRI"] == row(
+        "crio: CRI", "ok", "crictl info: RuntimeReady and NetworkReady (the kubelet can run pods)"
+    )
+    live = (0, CRIO_LIVE.format(default="runc", handler="nvidia"), "")
+    rows, _c = _crio_rows(_crio_node(live, info=(0, CRICTL_NO_NETWORK, "")))
+    assert rows["crio: CRI"]["status"] == "fail"
+    assert "NetworkReady is false (NetworkPluginNotReady No CNI configuration file" in rows["crio: CRI"]["detail"]
+    assert rows["crio: running config"]["status"] == "ok"
+    assert rows["crio: default runtime"]["status"] == "ok"
+
+
+def test_crio_rows_fail_a_cri_that_is_not_ready_and_a_handler_the_running_daemon_lacks():
+    live = (0, CRIO_LIVE.format(default="runc", handler="crun"), "")
+    rows, _c = _crio_rows(_crio_node(live, info=(0, CRICTL_NOT_READY, "")))
+    assert rows["crio: CRI"]["status"] == "fail" and "not RuntimeReady" in rows["crio: CRI"]["detail"]
+    live_row = rows["crio: running config"]
+    assert live_row["status"] == "fail" and "the running CRI-O has no nvidia runtime handler" in live_row["detail"]
+    rows, _c = _crio_rows(_crio_node((1, "", "connection refused"), info=(1, "", "connection refused")))
+    assert rows["crio: CRI"]["status"] == "fail"
+    assert rows["crio: running config"] == row(
+        "crio: running config", "fail", "crio status config failed: connection refused", "journalctl -u crio"
+    )
+
+
+def test_crio_default_runtime_row_reads_the_running_daemon():
+    rows, _c = _crio_rows(_crio_node((0, CRIO_LIVE.format(default="nvidia", handler="nvidia"), "")))
+    assert rows["crio: default runtime"]["status"] == "fail"
+
+
+def test_crio_sys_admin_row_fails_when_the_default_handler_hands_out_gpus():
+    c = {"running": True, "crictl": "/usr/bin/crictl", "image": True, "live": {"default": "nvidia"}, "default": "runc"}
+    gpu = node(has_gpu=True)
+    p = params(crio_test_image="busybox")
+    ok = checks.crio_sys_admin_row(p, gpu, {**c, "live": {"default": "runc"}}, (0, "0", ""))
+    assert ok["status"] == "ok" and "through CRI-O's default runtime runc: no /dev/nvidia* device" in ok["detail"]
+    bad = checks.crio_sys_admin_row(p, gpu, c, (0, "2", ""))
+    assert bad["status"] == "fail"
+    assert "through CRI-O's default runtime nvidia sees 2 /dev/nvidia* devices" in bad["detail"]
+    assert checks.crio_sys_admin_row(p, node(has_gpu=False), c, None)["status"] == "skipped"
+    assert checks.crio_sys_admin_row(params(), gpu, c, None)["status"] == "skipped"
+    assert checks.crio_sys_admin_row(p, gpu, c, (1, "", "boom"))["status"] == "fail"
+
+
+def test_crio_container_row_fails_a_pod_through_nvidia_that_does_not_run():
+    c = {"running": True, "crictl": "/usr/bin/crictl", "image": True, "live": {"runtimes": ["runc", "nvidia"]}}
+    p = params(crio_test_image="busybox")
+    rows = checks.crio_container_rows(p, node(has_gpu=False), c, (1, "", "runc create failed"), None)
+    assert rows[0]["check"] == "crio: container via nvidia" and rows[0]["status"] == "fail", rows
+    assert checks.crio_container_rows(p, node(has_gpu=False), c, (0, "", ""), None)[0]["status"] == "ok"
+    missing = checks.crio_container_rows(p, node(has_gpu=False), {**c, "image": False}, None, None)[0]
+    assert missing["status"] == "warn"

@@ -23,6 +23,9 @@ TEMPLATE = ROLE / "templates" / "etc" / "crio" / "crio.conf.d" / "99-runtime.con
 
 
 CRIO_CONFIG = (Path(__file__).resolve().parents[1] / "fixtures" / "crio" / "crio-config-1.31.toml").read_text()
+# the real `crio config` of CRI-O 1.35.6 (../shared/upstream) on a molecule CRI-O node (runc the default)
+CRIO_NODE = (Path(__file__).resolve().parents[1] / "fixtures" / "crio" / "crio-config-1.35.6-node.toml").read_text()
+NVIDIA = "/usr/bin/nvidia-container-runtime"
 
 
 def render(crio_config: str = "", **overrides) -> dict:
@@ -89,3 +92,73 @@ def test_a_default_nvidia_copies_from_crun_not_from_itself():
     rendered = render(CRIO_CONFIG, runtime_config_set_as_default=True)["crio"]["runtime"]
     assert rendered["default_runtime"] == "nvidia"
     assert rendered["runtimes"]["nvidia"]["monitor_path"] == "/usr/libexec/crio/conmon"
+
+
+def _filters():
+    return load_module("crio", subdir="plugins/filter").FilterModule().filters()
+
+
+def test_the_drop_in_copies_runcs_entry_from_the_real_crio_config_of_crio_1_35():
+    nvidia = render(CRIO_NODE)["crio"]["runtime"]["runtimes"]["nvidia"]
+    runc = tomllib.loads(CRIO_NODE)["crio"]["runtime"]["runtimes"]["runc"]
+    # runtime_config_path (a VM runtime's own file) is left out: it means nothing to an OCI runtime wrapper
+    assert nvidia == {**{k: v for k, v in runc.items() if k != "runtime_config_path"}, "runtime_path": NVIDIA}
+    assert nvidia["monitor_path"] == "/usr/bin/conmon" and nvidia["monitor_cgroup"] == "pod"
+
+
+def test_settings_are_merged_over_the_drop_in():
+    settings = {"crio": {"runtime": {"runtimes": {"nvidia": {"monitor_cgroup": "pod", "monitor_env": ["A=b"]}}}}}
+    nvidia = render(CRIO_NODE, runtime_config_crio_settings=settings)["crio"]["runtime"]["runtimes"]["nvidia"]
+    assert nvidia["monitor_env"] == ["A=b"] and nvidia["runtime_path"] == NVIDIA
+
+
+def _reading(text: str, **changes) -> str:
+    """`crio config` text with tables changed, as CRI-O would print it with another drop-in."""
+    import tomlkit
+
+    doc = tomlkit.parse(text)
+    for dotted, value in changes.items():
+        *parents, key = dotted.split("__")
+        table = doc
+        for parent in parents:
+            if parent not in table:
+                table[parent] = tomlkit.table()
+            table = table[parent]
+        table[key] = value
+    return tomlkit.dumps(doc)
+
+
+def test_crio_reading_of_the_candidate_as_meant_passes():
+    problems = _filters()["runtime_config_crio_reading_problems"]
+    runc = dict(tomllib.loads(CRIO_NODE)["crio"]["runtime"]["runtimes"]["runc"])
+    after = _reading(CRIO_NODE, crio__runtime__runtimes__nvidia={**runc, "runtime_path": NVIDIA})
+    assert problems(CRIO_NODE, after, "nvidia", NVIDIA) == []
+    asked = _reading(after, crio__runtime__default_runtime="nvidia")
+    assert problems(CRIO_NODE, asked, "nvidia", NVIDIA, True) == []
+
+
+def test_crio_reading_that_differs_is_refused_naming_the_tables():
+    problems = _filters()["runtime_config_crio_reading_problems"]
+    runc = dict(tomllib.loads(CRIO_NODE)["crio"]["runtime"]["runtimes"]["runc"])
+    # a later drop-in of the directory gives nvidia another binary and makes it the default
+    other = _reading(
+        CRIO_NODE,
+        crio__runtime__runtimes__nvidia={**runc, "runtime_path": "/usr/local/bin/other"},
+        crio__runtime__default_runtime="nvidia",
+    )
+    said = problems(CRIO_NODE, other, "nvidia", NVIDIA)
+    assert "crio.runtime.runtimes.nvidia.runtime_path is '/usr/local/bin/other', not '/usr/bin/nvidia" in said[0]
+    assert "crio.runtime.default_runtime is 'nvidia': every pod without a RuntimeClass" in said[1]
+    assert problems(CRIO_NODE, CRIO_NODE, "nvidia", NVIDIA) == [
+        "CRI-O's reading has no [crio.runtime.runtimes.nvidia] (runtimes: crun, runc)"
+    ]
+    changed = _reading(
+        CRIO_NODE,
+        crio__runtime__runtimes__nvidia={**runc, "runtime_path": NVIDIA},
+        crio__runtime__cgroup_manager="systemd",
+    )
+    assert problems(CRIO_NODE, changed, "nvidia", NVIDIA) == [
+        "it also changes what was not asked for: crio.runtime.cgroup_manager"
+    ]
+    settings = {"crio": {"runtime": {"cgroup_manager": "systemd"}}}
+    assert problems(CRIO_NODE, changed, "nvidia", NVIDIA, False, settings) == []

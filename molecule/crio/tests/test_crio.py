@@ -1,0 +1,283 @@
+"""runtime_config and the doctor on a real CRI-O (issue 24): CRI-O 1.35.6 from ../shared/upstream on cr-crio
+(Debian 13, conmon, runc and the CNI plugins from Debian; molecule/resources/tasks/crio_node.yml).
+
+What the other runtimes prove, proven on CRI-O: the drop-in copies the default runtime's entry from the real
+`crio config`; CRI-O restarts and its CRI serves the nvidia handler and the default one (pods through
+tests/cri/client.py, the kubelet's path); --check --diff writes nothing; a drop-in CRI-O refuses is rolled back byte
+for byte; one that CRI-O would read otherwise than meant (a later drop-in overrides it) is refused before writing;
+a restart left pending is finished by the next run; mode and owner kept; no backup or temp file in crio.conf.d.
+The tests run in this order.
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+import uuid
+from pathlib import Path
+
+import pytest
+
+SCENARIO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(SCENARIO.parent / "resources"))
+sys.path.insert(0, str(SCENARIO.parents[1]))
+from playbook_runner import run_playbook
+
+from tests.cri.client import CRIO_SOCKET, CriClient, node_socket
+
+testinfra_hosts = ["ansible://cr-crio"]
+DIR = "/etc/crio/crio.conf.d"
+DROPIN = f"{DIR}/99-nvidia.conf"
+STANDIN_LOG = "/var/log/nvidia-container-runtime-standin.log"
+STANDIN = "/usr/bin/nvidia-container-runtime"
+IMAGE = "docker.io/gpunode-test/busybox:latest"
+# PID 1 of its own PID namespace: a plain `sleep` ignores SIGTERM, and CRI-O would wait out the stop timeout
+RUN = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
+STATE = "/var/lib/gpu-node-provisioning"
+
+
+def _running_config(host) -> dict:
+    """The running daemon's configuration (`crio status config` asks it over its socket)."""
+    return tomllib.loads(host.check_output("crio status config 2>/dev/null"))
+
+
+def _started(host) -> str:
+    return host.check_output("systemctl show crio -p ExecMainStartTimestampMonotonic --value")
+
+
+def _cri(host) -> CriClient:
+    """A CRI client as the kubelet of this node: cgroupfs parent when CRI-O runs cgroupfs (a slice otherwise), and
+    a PID namespace per container (the kubelet's default; CRI-O then starts no pause container, whose
+    oom_score_adj of -998 the node container cannot set)."""
+    manager = _running_config(host)["crio"]["runtime"].get("cgroup_manager", "systemd")
+    parent = "/gpunode_test" if manager == "cgroupfs" else "gpunode_test.slice"
+    return CriClient(
+        node_socket(host.backend.get_hostname(), CRIO_SOCKET), cgroup_parent=parent, pid_per_container=True
+    )
+
+
+def _standin_calls(host) -> list[str]:
+    return host.run(f"cat {STANDIN_LOG}").stdout.splitlines()
+
+
+def _pod(host, handler: str) -> tuple[str | None, str | None, list[str]]:
+    before = len(_standin_calls(host))
+    with _cri(host) as cri:
+        sandbox, error = cri.try_pod(f"pod-{handler or 'default'}", handler, IMAGE, RUN)
+    return sandbox, error, _standin_calls(host)[before:]
+
+
+def _converge(host, extra_vars: dict | None = None, *args: str):
+    return run_playbook(host, SCENARIO / "converge.yml", extra_vars, *args)
+
+
+def _said(run) -> str:
+    return " ".join(run.stdout.split())
+
+
+def test_the_dropin_is_the_default_runtimes_entry_from_the_real_crio_config_with_only_the_binary_replaced(host):
+    runtime = _running_config(host)["crio"]["runtime"]
+    assert runtime["default_runtime"] == "runc"
+    runc, nvidia = runtime["runtimes"]["runc"], runtime["runtimes"]["nvidia"]
+    assert nvidia["runtime_path"] == STANDIN
+    assert nvidia["monitor_path"] == "/usr/bin/conmon"  # copied: the default crun entry has none
+    assert {**nvidia, "runtime_path": ""} == {**runc, "runtime_path": ""}
+    dropin = host.file(DROPIN)
+    assert (dropin.user, dropin.group, dropin.mode) == ("root", "root", 0o644)
+
+
+def test_cri_o_serves_the_nvidia_handler_through_the_nvidia_runtime(host):
+    with _cri(host) as cri:
+        assert cri.runtime_ready(), cri.status()
+    _sandbox, error, calls = _pod(host, "nvidia")
+    assert error is None, error
+    assert any(" create " in f" {call} " for call in calls), f"the container did not go through nvidia: {calls}"
+
+
+def test_cri_o_serves_the_default_handler_through_runc(host):
+    _sandbox, error, calls = _pod(host, "")
+    assert error is None, error
+    assert calls == [], f"a pod without a handler went through the nvidia runtime: {calls}"
+
+
+def test_an_unknown_handler_is_refused(host):
+    _sandbox, error, _calls = _pod(host, "gpunode-unknown")
+    assert error is not None and "gpunode-unknown" in error, error
+
+
+def test_check_diff_shows_the_change_and_writes_nothing(host):
+    before, started = host.file(DROPIN).sha256sum, _started(host)
+    token = uuid.uuid4().hex
+    settings = {"crio": {"runtime": {"runtimes": {"nvidia": {"monitor_env": [f"GPUNODE_TEST={token}"]}}}}}
+    run = _converge(host, {"runtime_config_crio_settings": settings}, "--check", "--diff")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    assert any(line.startswith("+") and token in line for line in run.stdout.splitlines()), run.stdout[-3000:]
+    recap = [line for line in run.stdout.splitlines() if line.startswith(host.backend.get_hostname() + " ")]
+    assert recap and " changed=1 " in recap[-1], run.stdout[-500:]
+    assert host.file(DROPIN).sha256sum == before
+    assert _started(host) == started
+
+
+def test_a_dropin_crio_refuses_is_rolled_back_byte_for_byte(host):
+    """Mutation: a monitor_cgroup that `crio config` accepts but the daemon refuses at start (neither 'pod' nor a
+    systemd slice): CRI-O does not come back, the drop-in gets back its bytes, mode and owner, CRI-O runs again."""
+    before = host.file(DROPIN).content_string
+    host.check_output(f"chmod 0640 {DROPIN}")
+    try:
+        settings = {"crio": {"runtime": {"runtimes": {"nvidia": {"monitor_cgroup": "gpunode-not-a-slice"}}}}}
+        run = _converge(host, {"runtime_config_crio_settings": settings, "runtime_config_health_retries": 3})
+        assert run.returncode != 0
+        said = _said(run)
+        assert "crio did not come back after its config changed" in said, said[-3000:]
+        assert "conmon cgroup should be 'pod'" in said  # CRI-O's own reason, from its journal
+        assert f"Rolled back: restored {DROPIN} from /var/backups/gpu-node-provisioning{DROPIN}." in said
+        assert "is running again with its previous config" in said
+        assert " rescued=1 " in run.stdout
+        assert host.file(DROPIN).content_string == before
+        assert host.file(DROPIN).mode == 0o640
+        assert host.service("crio").is_running
+        assert _pod(host, "nvidia")[1] is None
+    finally:
+        host.check_output(f"chmod 0644 {DROPIN}")
+
+
+def test_a_dropin_crio_would_read_otherwise_is_refused_before_anything_is_written(host):
+    """Item 6 on CRI-O: a later drop-in of the directory gives nvidia another binary. `crio config` with the
+    candidate in a copy of crio.conf.d says so; the role refuses, naming the table, and writes nothing."""
+    admin = f"{DIR}/99-zz-admin.conf"
+    before, started = host.file(DROPIN).sha256sum, _started(host)
+    host.check_output(f"printf '[crio.runtime.runtimes.nvidia]\\nruntime_path = \"/usr/sbin/runc\"\\n' > {admin}")
+    try:
+        run = _converge(host, {"runtime_config_crio_settings": {"crio": {"runtime": {"runtimes": {"nvidia": {}}}}}})
+        assert run.returncode != 0
+        said = _said(run)
+        assert f"CRI-O reads the new {DROPIN} otherwise than meant" in said, said[-3000:]
+        assert f"crio.runtime.runtimes.nvidia.runtime_path is '/usr/sbin/runc', not '{STANDIN}'" in said
+        assert f"{DROPIN} was left as it was" in said
+        assert host.file(DROPIN).sha256sum == before
+        assert _started(host) == started
+    finally:
+        host.check_output(f"rm -f {admin}")
+
+
+def test_a_restart_left_pending_is_finished_by_the_next_run(host):
+    pending = {"runtime_config_name": "gpunode-pending"}
+    started = _started(host)
+    run = _converge(host, {**pending, "runtime_config_restart": False})
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert _started(host) == started, "crio was restarted"
+    assert host.file(f"{STATE}/pending-restart-crio.json").exists
+    assert host.file(f"{DIR}/99-gpunode-pending.conf").exists  # in the file...
+    assert _pod(host, "gpunode-pending")[1] is not None  # ...not in the running daemon
+    run = _converge(host, pending)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "was not restarted since (the run was interrupted or runtime_config_restart was false)" in _said(run)
+    assert _started(host) != started
+    assert not host.file(f"{STATE}/pending-restart-crio.json").exists
+    _sandbox, error, calls = _pod(host, "gpunode-pending")
+    assert error is None, error
+    assert any(" create " in f" {call} " for call in calls), calls
+
+
+@pytest.mark.parametrize("where", [DIR])
+def test_no_backup_or_temp_file_is_left_in_crio_conf_d(host, where):
+    """CRI-O reads every file of crio.conf.d: backups go to the backup tree, with the drop-in's mode."""
+    names = sorted(host.check_output(f"ls -A {where}").split())
+    assert names == ["10-gpunode-test-node.conf", "99-gpunode-pending.conf", "99-nvidia.conf"], names
+    backups = host.check_output(f"ls /var/backups/gpu-node-provisioning{DROPIN}.*~").split()
+    assert backups, "no backup of the drop-in in the backup tree"
+    assert host.file(backups[-1]).mode in (0o644, 0o640)
+
+
+# ---- the doctor on CRI-O (issue 24 item 3) ---------------------------------------------------------------------
+
+REPORT = "/var/lib/gpu-node-provisioning/validate.json"
+PRIVILEGED_STANDIN = SCENARIO.parent / "default" / "files" / "nvidia-container-runtime-privileged-standin"
+# a GPU pretended: the isolation rows run (the privileged stand-in adds /dev/null as /dev/nvidia0 and
+# /dev/nvidiactl to a container with CAP_SYS_ADMIN and NVIDIA_VISIBLE_DEVICES, as NVIDIA's runtime would)
+PRETEND_GPU = {"__gpu_validate_has_gpu": True}
+CRIO_ROWS = (
+    "crio: CRI",
+    "crio: nvidia runtime",
+    "crio: running config",
+    "crio: default runtime",
+    "crio: container via nvidia",
+    "crio: GPU isolation (nvidia)",
+    "crio: GPU isolation (default, CAP_SYS_ADMIN)",
+)
+
+
+def _doctor(host) -> dict[str, dict]:
+    import json
+
+    run = run_playbook(host, SCENARIO / "doctor.yml", PRETEND_GPU)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    return {c["check"]: c for c in json.loads(host.file(REPORT).content_string)["checks"]}
+
+
+@pytest.fixture
+def privileged_standin(host):
+    import base64
+
+    standin = base64.b64encode(PRIVILEGED_STANDIN.read_bytes()).decode()
+    host.check_output(f"echo {standin} | base64 -d > /usr/local/sbin/nvidia-privileged-standin")
+    host.check_output("chmod 0755 /usr/local/sbin/nvidia-privileged-standin")
+    host.check_output(f"mount --bind /usr/local/sbin/nvidia-privileged-standin {STANDIN}")
+    yield
+    host.run(f"umount {STANDIN}; rm -f /usr/local/sbin/nvidia-privileged-standin")
+
+
+def test_the_doctor_passes_every_crio_row_on_the_configured_node(host, privileged_standin):
+    checks = _doctor(host)
+    for check in CRIO_ROWS:
+        assert checks[check]["status"] == "ok", checks[check]
+    assert "through CRI-O's default runtime runc: no /dev/nvidia* device" in checks[CRIO_ROWS[-1]]["detail"]
+
+
+def test_the_doctor_fails_nvidia_as_crio_default_and_the_sys_admin_pod_that_then_sees_gpus(host, privileged_standin):
+    admin = f"{DIR}/50-gpunode-admin-default.conf"
+    host.check_output(f"printf '[crio.runtime]\\ndefault_runtime = \"nvidia\"\\n' > {admin}")
+    try:
+        host.check_output("systemctl restart crio")
+        checks = _doctor(host)
+        assert checks["crio: default runtime"]["status"] == "fail", checks["crio: default runtime"]
+        row = checks["crio: GPU isolation (default, CAP_SYS_ADMIN)"]
+        assert row["status"] == "fail", row
+        assert "through CRI-O's default runtime nvidia sees 2 /dev/nvidia* devices" in row["detail"], row
+        assert checks["crio: GPU isolation (nvidia)"]["status"] == "ok"  # unprivileged: still nothing
+    finally:
+        host.check_output(f"rm -f {admin}; systemctl restart crio")
+
+
+def test_the_doctor_fails_a_handler_the_running_crio_lacks_and_a_container_that_does_not_run(host):
+    # the running daemon without the nvidia handler, while the file has it (a restart never made)
+    host.check_output(f"mv {DROPIN} /root/99-nvidia.conf && systemctl restart crio && mv /root/99-nvidia.conf {DROPIN}")
+    try:
+        checks = _doctor(host)
+        row = checks["crio: running config"]
+        assert row["status"] == "fail", row
+        assert "the running CRI-O has no nvidia runtime handler" in row["detail"], row
+        assert checks["crio: nvidia runtime"]["status"] == "ok"  # the files have it
+    finally:
+        host.check_output("systemctl restart crio")
+    # the nvidia binary fails: the pod through the nvidia handler does not run
+    host.check_output(f"mount --bind /bin/false {STANDIN}")
+    try:
+        row = _doctor(host)["crio: container via nvidia"]
+        assert row["status"] == "fail", row
+    finally:
+        host.run(f"umount {STANDIN}")
+
+
+def test_the_doctor_fails_a_cri_that_is_not_ready(host):
+    """No CNI network: CRI-O runs, but its CRI says NetworkReady false, and the kubelet would report NotReady."""
+    conf = "/etc/cni/net.d/10-gpunode-test.conflist"
+    host.check_output(f"mv {conf} /root/")
+    try:
+        host.check_output("systemctl restart crio")
+        row = _doctor(host)["crio: CRI"]
+        assert row["status"] == "fail", row
+        assert "NetworkReady is false" in row["detail"], row
+    finally:
+        host.check_output(f"mv /root/{conf.rsplit('/', 1)[1]} {conf} && systemctl restart crio")
+    assert _doctor(host)["crio: CRI"]["status"] == "ok"
