@@ -114,3 +114,14 @@ ensure_images() {
     bash "$ROOT/tests/fixtures/images/build-node-image.sh" "$node" || die "building node image $node failed"
   done
 }
+
+ensure_chromium() {
+  # ensure_chromium : the distribution's Chromium, which molecule/fleet renders the fleet report
+  # in (headless). Installed only when it is missing, as root; otherwise say how.
+  if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then
+    return 0
+  fi
+  is_root && have_apt || die "Chromium is missing (molecule/fleet renders the fleet report in it). Fix: install the package chromium (Debian) or chromium-browser, as root."
+  note "installing chromium (headless browser for molecule/fleet's fleet report)"
+  apt_install chromium || die "apt-get install chromium failed; molecule/fleet needs it."
+}

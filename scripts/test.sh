@@ -13,6 +13,11 @@ t0=$(date +%s)
 ensure_venv
 ensure_docker
 ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404
+# molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run
+case " $* " in
+  *" -k unit "* | *" -k lint "* | *" -m "*"not molecule"*) ;;
+  *) ensure_chromium ;;
+esac
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
 export PATH="$VENV/bin:$PATH"

@@ -16,6 +16,7 @@ the node needs nothing beyond Python's standard library.
 
 from __future__ import annotations
 
+import base64
 import copy
 import importlib.util
 import io
@@ -756,6 +757,57 @@ def kubelet_service_state(result, service: str = "kubelet") -> str:
     return entry.get("state") or "unknown"
 
 
+def _loop_results(registered) -> list[dict]:
+    """The per-item results of a registered loop (a skipped or missing register: none)."""
+    results = (registered or {}).get("results") if isinstance(registered, Mapping) else None
+    return [result for result in results or [] if isinstance(result, Mapping)]
+
+
+def kubelet_rollback_plan(pairs, read_results, stat_results) -> list[dict]:
+    """What undoes this run's kubelet changes: one entry per file whose result changed.
+
+    ``pairs`` is ``[[path, registered result], ...]`` as for kubelet_changed_files. ``read_results`` and
+    ``stat_results`` are the registered loops (slurp, stat) over the same paths, taken before any change.
+    Each entry: ``{"path", "existed", "content", "mode", "owner", "group"}``; a file that did not exist
+    before (``existed`` false) is to be removed, the others get their content, mode and owner back.
+    A changed file that was not read before the change is an error: the role would not know its old bytes.
+    """
+    contents = {}
+    for result in _loop_results(read_results):
+        if "content" in result:
+            contents[result.get("item")] = base64.b64decode(result["content"]).decode("utf-8")
+    stats = {}
+    for result in _loop_results(stat_results):
+        if "item" in result and "stat" in result:
+            stats[result["item"]] = result.get("stat") or {}
+    plan, seen = [], set()
+    for path, result in pairs or []:
+        if not (isinstance(result, dict) and result.get("changed")) or path in seen:
+            continue
+        seen.add(path)
+        if path not in stats:
+            raise AnsibleFilterError(f"kubelet_rollback_plan: {path} changed but was not looked at before the change")
+        stat = stats[path]
+        if not stat.get("exists"):
+            plan.append({"path": path, "existed": False, "content": "", "mode": "", "owner": "", "group": ""})
+            continue
+        if path not in contents:
+            raise AnsibleFilterError(
+                f"kubelet_rollback_plan: {path} changed but its content was not read before the change"
+            )
+        plan.append(
+            {
+                "path": path,
+                "existed": True,
+                "content": contents[path],
+                "mode": stat.get("mode", ""),
+                "owner": str(stat.get("uid", "")),
+                "group": str(stat.get("gid", "")),
+            }
+        )
+    return plan
+
+
 class FilterModule:
     """Filters of the kubelet role."""
 
@@ -779,4 +831,5 @@ class FilterModule:
             "kubelet_flags_in_text": kubelet_flags_in_text,
             "kubelet_changed_files": kubelet_changed_files,
             "kubelet_service_state": kubelet_service_state,
+            "kubelet_rollback_plan": kubelet_rollback_plan,
         }

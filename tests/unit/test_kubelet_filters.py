@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 from pathlib import Path
@@ -1020,3 +1021,62 @@ def test_merge_mode_keeps_an_indented_list_style():
     text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n  - 10.96.0.10\n"
     result = kb.kubelet_merge_config(text, {"tlsCipherSuites": ["A", "B"]})
     assert result["content"] == text + "tlsCipherSuites:\n  - A\n  - B\n"
+
+
+def _loop(results):
+    return {"results": results}
+
+
+def test_rollback_plan_restores_changed_files_with_their_mode_and_owner_and_removes_new_ones():
+    read = _loop(
+        [
+            {"item": "/etc/default/kubelet", "content": base64.b64encode(b'KUBELET_EXTRA_ARGS="--v=2"\n').decode()},
+            {
+                "item": "/var/lib/kubelet/config.yaml",
+                "content": base64.b64encode(b"kind: KubeletConfiguration\n").decode(),
+            },
+            {"item": "/etc/kubernetes/kubelet.conf.d/50-gpu-node.conf", "failed": True, "msg": "file not found"},
+        ]
+    )
+    stat = _loop(
+        [
+            {"item": "/etc/default/kubelet", "stat": {"exists": True, "mode": "0600", "uid": 0, "gid": 4}},
+            {"item": "/var/lib/kubelet/config.yaml", "stat": {"exists": True, "mode": "0644", "uid": 0, "gid": 0}},
+            {"item": "/etc/kubernetes/kubelet.conf.d/50-gpu-node.conf", "stat": {"exists": False}},
+        ]
+    )
+    pairs = [
+        ["/etc/kubernetes/kubelet.conf.d/50-gpu-node.conf", {"changed": True}],
+        ["/var/lib/kubelet/config.yaml", {"changed": False}],
+        ["/etc/default/kubelet", {"changed": True, "backup_file": "/var/backups/x~"}],
+        ["/etc/default/kubelet", {"changed": True}],
+    ]
+    assert kb.kubelet_rollback_plan(pairs, read, stat) == [
+        {
+            "path": "/etc/kubernetes/kubelet.conf.d/50-gpu-node.conf",
+            "existed": False,
+            "content": "",
+            "mode": "",
+            "owner": "",
+            "group": "",
+        },
+        {
+            "path": "/etc/default/kubelet",
+            "existed": True,
+            "content": 'KUBELET_EXTRA_ARGS="--v=2"\n',
+            "mode": "0600",
+            "owner": "0",
+            "group": "4",
+        },
+    ]
+    assert kb.kubelet_rollback_plan([["/var/lib/kubelet/config.yaml", {"changed": False}]], read, stat) == []
+
+
+def test_rollback_plan_refuses_a_changed_file_it_did_not_look_at_before():
+    stat = _loop(
+        [{"item": "/a", "skipped": True}, {"item": "/b", "stat": {"exists": True, "mode": "0644", "uid": 0, "gid": 0}}]
+    )
+    with pytest.raises(kb.AnsibleFilterError, match="/a changed but was not looked at before the change"):
+        kb.kubelet_rollback_plan([["/a", {"changed": True}]], _loop([]), stat)
+    with pytest.raises(kb.AnsibleFilterError, match="/b changed but its content was not read"):
+        kb.kubelet_rollback_plan([["/b", {"changed": True}]], _loop([]), stat)

@@ -327,8 +327,8 @@ def _failure(run, hostname: str) -> tuple[str, dict]:
         if line.strip() and not line.startswith("    "):
             break
         block.append(line)
-    task = next(line for line in reversed(lines[:start]) if line.startswith("TASK ["))
-    return task[len("TASK [") :], yaml.safe_load(textwrap.dedent("\n".join(block)))
+    task = next(line for line in reversed(lines[:start]) if line.startswith(("TASK [", "RUNNING HANDLER [")))
+    return task.split("[", 1)[1], yaml.safe_load(textwrap.dedent("\n".join(block)))
 
 
 # case: (extra vars, the task that refuses them, its message). The role's own
@@ -426,6 +426,42 @@ def test_a_field_the_role_does_not_know_is_written_as_given(host, variable):
     assert "changed=1" in run.stdout, run.stdout
     assert _snapshot(host) == before
     assert len(_starts(host)) == starts, "check mode restarted the kubelet"
+
+
+def _files_with_mode_and_owner(host) -> tuple[dict, str]:
+    """sha256 of every file the role could have written, and each one's mode and owner."""
+    listing = host.check_output(f"find {' '.join(WATCHED)} -type f -printf '%p %m %u:%g\\n' | sort")
+    return _snapshot(host), listing
+
+
+def test_a_setting_the_kubelet_refuses_is_rolled_back_and_the_kubelet_runs_its_old_files(host):
+    """The restart is a transaction: the stand-in refuses a feature gate it does not know (as the kubelet's
+    featuregate does); the role restores every file it changed (the configuration and /etc/default/kubelet),
+    restarts the kubelet, which runs its old files again, and fails the node with the reason and the journal."""
+    before, starts = _files_with_mode_and_owner(host), len(_starts(host))
+    extra_vars = {
+        "kubelet_feature_gates": {**OUR_FIELDS["featureGates"], "UnknownGpuNodeGate": True},
+        "kubelet_node_labels": {**USER_LABELS, "example.com/canary": "yes"},
+        "kubelet_healthz_timeout": 15,
+    }
+    run = _playbook(host, extra_vars)
+    assert run.returncode != 0, run.stdout
+    task, result = _failure(run, host.backend.get_hostname())
+    assert task.startswith("kubelet : Fail the node with why the kubelet did not come back"), task
+    message = result["msg"]
+    # the refused kubelet is restarted by systemd every 10 s: a check may catch it running before it exits
+    assert re.search(
+        r"did not come back within 15s after its settings changed \((the service is |\S+/healthz answered )", message
+    )
+    changed_config = DROPIN if _is_dropin_node(host) else MAIN_CONFIG
+    assert f"restored {changed_config}" in message and f"restored {ENV_FILE}" in message, message
+    assert "NOT ALL" not in message and "is running again with its previous settings" in message, message
+    assert "unrecognized feature gate: UnknownGpuNodeGate" in message, message
+    assert _files_with_mode_and_owner(host) == before
+    new_starts = _starts(host)[starts:]
+    assert "UnknownGpuNodeGate" in (new_starts[0]["refused"] or ""), new_starts[0]
+    assert new_starts[-1]["refused"] is None, new_starts[-1]
+    test_the_running_kubelet_is_the_last_start_and_healthy(host)
 
 
 def test_the_kubelet_user_owns_a_host_id_range_for_user_namespaces_on_1_31(host):

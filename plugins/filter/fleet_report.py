@@ -1,0 +1,179 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""The fleet report of the doctor: every node's results in one document (roles/gpu_validate, tasks/fleet_report.yml).
+
+`gpu_fleet_report(nodes, hosts=None)`
+    ``nodes`` is a list of ``{"host": name, "checks": [...]}`` (the rows of gpu_validate, as in each node's
+    validate.json), where ``checks`` is None for a node of the play that has no doctor result in this run (it
+    failed or was unreachable earlier, or its batch has not run yet); or, with ``hosts``, the list of each
+    host's checks in the order of ``hosts``. Returns the document written to
+    gpu-fleet-report.json and rendered by templates/fleet_report.html.j2:
+
+        {"summary":  {"nodes": {"fail": 1, "warn": 0, "ok": 2, "none": 0, "total": 3},
+                      "cells": {"ok": .., "warn": .., "fail": .., "skipped": .., "total": ..}},
+         "families": ["driver", "toolkit", "docker", ...],              # in the doctor's order
+         "checks":   [{"check": name, "family": f, "fail": n, "warn": n}, ...],   # failures first
+         "nodes":    [{"host": h, "status": "fail|warn|ok|none", "summary": {...} or None,
+                       "cells": {check: {"status", "detail", "fix"}}}, ...]}       # failures first
+
+    Nodes: failed ones first (most failed checks first), then warn, ok and nodes without a result, each
+    group by name. Checks: those failing on most nodes first, then warning ones, then the doctor's order.
+    No time stamp: the files change only when a result changed.
+
+`gpu_fleet_results(hosts, hostvars)`
+    Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report.
+
+`gpu_fleet_family(check)`
+    The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, fuse, security, kubelet),
+    the filter of the HTML page: the prefix before ": " for a runtime's rows, else by name; "other".
+
+Pure functions; the unit tests call them without Ansible.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+try:
+    from ansible.errors import AnsibleFilterError
+except ImportError:  # pragma: no cover - Ansible is always there when the role runs
+
+    class AnsibleFilterError(Exception):
+        pass
+
+
+STATUSES = ("ok", "warn", "fail", "skipped")
+NODE_STATUSES = ("fail", "warn", "ok", "none")
+# (pattern on the check's name, family), first match wins; the families in the doctor's order.
+FAMILY_RULES = (
+    (r"^(NVIDIA driver|nvidia-smi|nvidia-peermem|driver\b)", "driver"),
+    (r"^container toolkit", "toolkit"),
+    (r"^container runtime", "runtime"),
+    (r"^docker:", "docker"),
+    (r"^containerd:", "containerd"),
+    (r"^crio:", "crio"),
+    (r"(?i)^(/dev/fuse|fuse\b)", "fuse"),
+    (r"(?i)^(apparmor|seccomp)\b", "security"),
+    (r"(?i)^kubelet\b", "kubelet"),
+)
+FAMILY_ORDER = ("driver", "toolkit", "runtime", "docker", "containerd", "crio", "fuse", "security", "kubelet")
+
+
+def gpu_fleet_family(check: str) -> str:
+    """The family of a check's name; a name no rule knows: its prefix before ': ', else 'other'."""
+    name = str(check or "")
+    for pattern, family in FAMILY_RULES:
+        if re.search(pattern, name):
+            return family
+    prefix, sep, _ = name.partition(": ")
+    return prefix.strip().lower() if sep and prefix.strip() else "other"
+
+
+def _rows(host: str, checks) -> list[dict]:
+    if isinstance(checks, (str, bytes)) or not isinstance(checks, Sequence):
+        raise AnsibleFilterError(f"gpu_fleet_report: the checks of {host} must be a list, got {type(checks).__name__}")
+    rows = []
+    for index, item in enumerate(checks):
+        if not isinstance(item, Mapping) or not str(item.get("check") or "").strip():
+            raise AnsibleFilterError(f"gpu_fleet_report: check #{index} of {host} is not a mapping with a 'check' name")
+        status = str(item.get("status") or "").strip().lower()
+        if status not in STATUSES:
+            raise AnsibleFilterError(
+                f"gpu_fleet_report: check '{item['check']}' of {host} has status {item.get('status')!r}; "
+                f"use one of {', '.join(STATUSES)}"
+            )
+        rows.append(
+            {
+                "check": str(item["check"]).strip(),
+                "status": status,
+                "detail": " ".join(str(item.get("detail") or "").split()),
+                "fix": " ".join(str(item.get("fix") or "").split()),
+            }
+        )
+    return rows
+
+
+def gpu_fleet_report(nodes, hosts=None) -> dict:
+    """The fleet document of the nodes' doctor results (module docstring). With ``hosts``, ``nodes`` is the list
+    of each host's checks (None: no result), in the order of ``hosts``."""
+    if isinstance(nodes, (str, bytes, Mapping)) or not isinstance(nodes, Sequence):
+        raise AnsibleFilterError(f"gpu_fleet_report: nodes must be a list, got {type(nodes).__name__}")
+    if hosts is not None:
+        if isinstance(hosts, (str, bytes)) or len(hosts) != len(nodes):
+            raise AnsibleFilterError("gpu_fleet_report: hosts must be a list as long as the list of results")
+        nodes = [{"host": host, "checks": checks} for host, checks in zip(hosts, nodes, strict=True)]
+    order: list[str] = []  # check names in the doctor's order, first seen first
+    documents = []
+    for entry in nodes:
+        if not isinstance(entry, Mapping) or not str(entry.get("host") or "").strip():
+            raise AnsibleFilterError(f"gpu_fleet_report: every node needs a 'host' name, got {entry!r}")
+        host = str(entry["host"]).strip()
+        checks = entry.get("checks")
+        if checks is None:
+            documents.append({"host": host, "status": "none", "summary": None, "cells": {}})
+            continue
+        rows = _rows(host, checks)
+        for row in rows:
+            if row["check"] not in order:
+                order.append(row["check"])
+        counts = {status: sum(1 for row in rows if row["status"] == status) for status in STATUSES}
+        status = "fail" if counts["fail"] else "warn" if counts["warn"] else "ok"
+        documents.append(
+            {
+                "host": host,
+                "status": status,
+                "summary": {**counts, "total": len(rows), "status": status},
+                "cells": {row["check"]: {k: row[k] for k in ("status", "detail", "fix")} for row in rows},
+            }
+        )
+
+    def count(check: str, status: str) -> int:
+        return sum(1 for doc in documents if doc["cells"].get(check, {}).get("status") == status)
+
+    checks = [
+        {"check": name, "family": gpu_fleet_family(name), "fail": count(name, "fail"), "warn": count(name, "warn")}
+        for name in order
+    ]
+    checks.sort(key=lambda c: (-c["fail"], -c["warn"]))  # stable: the doctor's order within equal counts
+    documents.sort(
+        key=lambda d: (
+            NODE_STATUSES.index(d["status"]),
+            -(d["summary"] or {}).get("fail", 0),
+            -(d["summary"] or {}).get("warn", 0),
+            d["host"],
+        )
+    )
+    found = {c["family"] for c in checks}
+    families = [f for f in FAMILY_ORDER if f in found] + sorted(found.difference(FAMILY_ORDER))
+    node_counts = {status: sum(1 for d in documents if d["status"] == status) for status in NODE_STATUSES}
+    cell_counts = {status: sum(count(c["check"], status) for c in checks) for status in STATUSES}
+    return {
+        "summary": {
+            "nodes": {**node_counts, "total": len(documents)},
+            "cells": {**cell_counts, "total": sum(cell_counts.values())},
+        },
+        "families": families,
+        "checks": checks,
+        "nodes": documents,
+    }
+
+
+def gpu_fleet_results(hosts, hostvars, name: str = "gpu_validate_results") -> list:
+    """Each host's doctor results (the fact ``name``) from ``hostvars``, None for a host without them."""
+    results = []
+    for host in hosts or []:
+        variables = hostvars[host] if host in hostvars else {}
+        results.append(variables[name] if name in variables else None)
+    return results
+
+
+class FilterModule:
+    """Filters of the doctor's fleet report."""
+
+    def filters(self):
+        return {
+            "gpu_fleet_report": gpu_fleet_report,
+            "gpu_fleet_family": gpu_fleet_family,
+            "gpu_fleet_results": gpu_fleet_results,
+        }

@@ -1,0 +1,152 @@
+"""plugins/filter/fleet_report.py and roles/gpu_validate/templates/fleet_report.html.j2: the doctor's fleet report."""
+
+from __future__ import annotations
+
+import html.parser
+
+import jinja2
+import pytest
+from ansible.errors import AnsibleFilterError
+from conftest import ROOT, load_module
+
+fleet = load_module("fleet_report", subdir="plugins/filter")
+TEMPLATE = ROOT / "roles" / "gpu_validate" / "templates" / "fleet_report.html.j2"
+
+
+def _row(check, status, detail="", fix=""):
+    return {"check": check, "status": status, "detail": detail, "fix": fix}
+
+
+GOOD = [
+    _row("NVIDIA driver", "ok", "580.95.05 loaded"),
+    _row("docker: nvidia runtime", "ok", "nvidia -> /usr/bin/nvidia-container-runtime"),
+    _row("/dev/fuse", "ok", "character device 10:229"),
+    _row("kubelet configuration", "ok", "drop-in present"),
+]
+WARNING = [*GOOD[:3], _row("kubelet configuration", "warn", "kubelet not running", "Start it")]
+FAILING = [
+    _row("NVIDIA driver", "fail", "no driver loaded", "Run site.yml --tags driver"),
+    GOOD[1],
+    _row("/dev/fuse", "fail", "missing <dev>", "modprobe fuse & retry"),
+    GOOD[3],
+]
+
+
+@pytest.mark.parametrize(
+    ("check", "family"),
+    [
+        ("NVIDIA driver", "driver"),
+        ("nvidia-smi", "driver"),
+        ("driver after next reboot", "driver"),
+        ("nvidia-peermem", "driver"),
+        ("container toolkit", "toolkit"),
+        ("container runtime", "runtime"),
+        ("docker: GPU isolation (default, CAP_SYS_ADMIN)", "docker"),
+        ("containerd: CRI plugin", "containerd"),
+        ("crio: nvidia runtime", "crio"),
+        ("/dev/fuse", "fuse"),
+        ("FUSE confinement", "fuse"),
+        ("AppArmor profile fuse", "security"),
+        ("seccomp profile fuse", "security"),
+        ("kubelet configuration", "kubelet"),
+        ("device plugin: registered", "device plugin"),
+        ("something new", "other"),
+    ],
+)
+def test_each_check_name_has_its_family(check, family):
+    assert fleet.gpu_fleet_family(check) == family
+
+
+def test_failing_nodes_and_failing_checks_come_first_and_missing_nodes_last():
+    report = fleet.gpu_fleet_report([GOOD, None, FAILING, WARNING], ["a-ok", "b-none", "c-fail", "d-warn"])
+    assert [n["host"] for n in report["nodes"]] == ["c-fail", "d-warn", "a-ok", "b-none"]
+    assert [n["status"] for n in report["nodes"]] == ["fail", "warn", "ok", "none"]
+    # failing on one node each: the doctor's order between them; then the warning check; then the rest
+    assert [c["check"] for c in report["checks"]] == [
+        "NVIDIA driver",
+        "/dev/fuse",
+        "kubelet configuration",
+        "docker: nvidia runtime",
+    ]
+    assert report["checks"][0] == {"check": "NVIDIA driver", "family": "driver", "fail": 1, "warn": 0}
+    assert report["summary"] == {
+        "nodes": {"fail": 1, "warn": 1, "ok": 1, "none": 1, "total": 4},
+        "cells": {"ok": 9, "warn": 1, "fail": 2, "skipped": 0, "total": 12},
+    }
+    assert report["families"] == ["driver", "docker", "fuse", "kubelet"]
+    failing = report["nodes"][0]
+    assert failing["summary"] == {"ok": 2, "warn": 0, "fail": 2, "skipped": 0, "total": 4, "status": "fail"}
+    assert failing["cells"]["/dev/fuse"] == {
+        "status": "fail",
+        "detail": "missing <dev>",
+        "fix": "modprobe fuse & retry",
+    }
+    assert report["nodes"][3] == {"host": "b-none", "status": "none", "summary": None, "cells": {}}
+
+
+def test_the_node_with_more_failures_comes_first():
+    one = [FAILING[0], *GOOD[1:]]
+    report = fleet.gpu_fleet_report([{"host": "a", "checks": one}, {"host": "b", "checks": FAILING}])
+    assert [n["host"] for n in report["nodes"]] == ["b", "a"]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "hosts", "message"),
+    [
+        ("text", None, "nodes must be a list"),
+        ([{"checks": GOOD}], None, "every node needs a 'host' name"),
+        ([{"host": "a", "checks": "x"}], None, "the checks of a must be a list"),
+        ([{"host": "a", "checks": [_row("x", "bad")]}], None, "check 'x' of a has status 'bad'"),
+        ([{"host": "a", "checks": [{"status": "ok"}]}], None, "check #0 of a is not a mapping with a 'check' name"),
+        ([GOOD], ["a", "b"], "hosts must be a list as long as the list of results"),
+    ],
+)
+def test_bad_input_is_refused_with_what_is_wrong(nodes, hosts, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        fleet.gpu_fleet_report(nodes, hosts)
+
+
+class _Page(html.parser.HTMLParser):
+    """The rows, cells and summary lines of the rendered page, and whether a script runs anything from outside."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self.summary, self.external, self.scripts = [], {}, [], 0
+        self._row = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "tr" and "data-host" in attrs:
+            self._row = {"host": attrs["data-host"], "status": attrs["data-status"], "cells": []}
+            self.rows.append(self._row)
+        elif tag == "td" and self._row is not None and "data-status" in attrs:
+            self._row["cells"].append((attrs["data-family"], attrs["data-status"], attrs.get("title", "")))
+        elif tag == "p" and "data-status" in attrs:
+            self.summary[attrs["data-status"]] = int(attrs["data-count"])
+        for name in ("src", "href"):
+            if name in attrs:
+                self.external.append(attrs[name])
+        self.scripts += tag == "script"
+
+
+def _render(report) -> str:
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
+    return env.from_string(TEMPLATE.read_text()).render(__gpu_validate_fleet=report)
+
+
+def test_the_page_lists_failing_rows_first_escapes_node_text_and_loads_nothing():
+    report = fleet.gpu_fleet_report([GOOD, FAILING, None], ["a-ok", "c-fail", "b-none"])
+    text = _render(report)
+    page = _Page()
+    page.feed(text)
+    assert [(r["host"], r["status"]) for r in page.rows] == [("c-fail", "fail"), ("a-ok", "ok"), ("b-none", "none")]
+    assert page.summary == {"fail": 1, "warn": 0, "ok": 1, "none": 1}
+    assert [status for _, status, _ in page.rows[0]["cells"]] == ["fail", "fail", "ok", "ok"]
+    assert page.rows[0]["cells"][1] == ("fuse", "fail", "missing <dev> | Fix: modprobe fuse & retry")
+    assert "missing &lt;dev&gt;" in text and "missing <dev>" not in text
+    assert page.external == [] and page.scripts == 1
+
+
+def test_the_results_of_each_host_from_hostvars_and_none_for_a_host_without():
+    hostvars = {"a": {"gpu_validate_results": GOOD}, "b": {"other": 1}}
+    assert fleet.gpu_fleet_results(["a", "b", "c"], hostvars) == [GOOD, None, None]
