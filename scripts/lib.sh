@@ -125,3 +125,21 @@ ensure_chromium() {
   note "installing chromium (headless browser for molecule/fleet's fleet report)"
   apt_install chromium || die "apt-get install chromium failed; molecule/fleet needs it."
 }
+
+ensure_inotify() {
+  # Every node container runs systemd, containerd and dockerd, and each takes inotify instances of root's
+  # one per-user budget (fs.inotify.max_user_instances, 128 by default): with three lanes of scenarios at
+  # once containerd's CRI plugin failed to load ("failed to create fsnotify watcher: too many open files").
+  # Raise the limits as root when they are lower (a running system keeps them until reboot).
+  local key want have
+  is_root || return 0
+  for key in max_user_instances:1024 max_user_watches:524288; do
+    want=${key#*:}
+    have=$(cat "/proc/sys/fs/inotify/${key%%:*}" 2>/dev/null || echo "$want")
+    if [ "$have" -lt "$want" ]; then
+      note "raising fs.inotify.${key%%:*} from $have to $want (node containers run systemd, containerd and dockerd)"
+      echo "$want" > "/proc/sys/fs/inotify/${key%%:*}" || true
+    fi
+  done
+}
+

@@ -13,6 +13,7 @@ t0=$(date +%s)
 ensure_venv
 ensure_docker
 ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404
+ensure_inotify
 # molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run
 case " $* " in
   *" -k unit "* | *" -k lint "* | *" -m "*"not molecule"*) ;;
@@ -21,11 +22,11 @@ esac
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
 export PATH="$VENV/bin:$PATH"
-# Two pytest-xdist workers: the molecule scenarios run one after another on one
-# of them (one xdist group, in order) while lint, the unit tests and the demo
-# run on the other (tests/conftest.py). GPUNODE_TEST_WORKERS=0 runs everything
-# in one process, in order.
-workers=${GPUNODE_TEST_WORKERS:-2}
+# Three pytest-xdist workers, each a lane of tests/lanes.py: the scenarios with a
+# forky node (and the demo) one after another on one, the other scenarios on the
+# other two, lint and the unit tests on whichever is free (tests/conftest.py).
+# GPUNODE_TEST_WORKERS=0 runs everything in one process, in order.
+workers=${GPUNODE_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then
   exec pytest tests/test_lint.py tests/unit tests/demo tests/molecule "$@"
 fi
