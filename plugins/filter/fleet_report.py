@@ -163,8 +163,8 @@ def gpu_fleet_results(hosts, hostvars, name: str = "gpu_validate_results") -> li
     """Each host's doctor results (the fact ``name``) from ``hostvars``, None for a host without them."""
     results = []
     for host in hosts or []:
-        variables = hostvars[host] if host in hostvars else {}
-        results.append(variables[name] if name in variables else None)
+        variables = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's lazy HostVars: membership, then item)
+        results.append(variables[name] if name in variables else None)  # noqa: SIM401 (as above)
     return results
 
 
