@@ -160,7 +160,8 @@ class ActionModule(ActionBase):
                 f"<candidate> config dump` failed, rc={res.get('rc')}): "
                 f"{to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending settings, then run again."
             )
-        return ct.parse_document(to_text(res.get("stdout", "")), "`containerd config dump` of the candidate").unwrap()
+        reading = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config dump` of the candidate")
+        return ct.reading_as(reading.unwrap(), candidate, path)
 
     def _verify(self, ct, outcome, request, binary: str) -> None:
         """Refuse (nothing written) when containerd reads the candidate otherwise than the request meant. The

@@ -885,6 +885,17 @@ def _file_runtime_tables(doc: Mapping | None) -> list:
     return found
 
 
+def reading_as(reading: Mapping, staged: str, path: str) -> dict:
+    """containerd's reading of a staged copy as if it were ``path``: `config dump` lists the file it was given
+    (the staged copy's own name) in the top-level ``imports`` (containerd 1.6/1.7; seen with 1.6.20), so two
+    readings of two staged copies would differ there although the files are read alike. Pure."""
+    result = dict(reading)
+    imports = result.get("imports")
+    if isinstance(imports, list):
+        result["imports"] = [path if item == staged else item for item in imports]
+    return result
+
+
 def verify_reading(
     path: str,
     before: Mapping | None,
@@ -924,7 +935,7 @@ def verify_reading(
                 f"{', '.join(runtimes) or 'none'})"
             )
         else:
-            got_binary = (entry.get("options") or {}).get("BinaryName")
+            got_binary = option_value(entry.get("options"), "BinaryName")
             if got_binary != binary:
                 problems.append(f"{read_runtimes}.{name}.options.BinaryName is {got_binary!r}, not {binary!r}")
             if entry.get("runtime_type") != runtime_type:
@@ -942,6 +953,8 @@ def verify_reading(
     if before is not None:
         allowed = [
             (*paths.runtimes, name) if name else None,
+            # a default that moves brings its own table: the runc table written from the old default's (issue 25)
+            (*paths.runtimes, default) if default and default != before_default else None,
             (*paths.containerd, "default_runtime_name"),
             (*paths.cri, "enable_cdi"),
             (*paths.cri, "cdi_spec_dirs"),

@@ -1243,3 +1243,45 @@ def test_action_refuses_a_candidate_containerd_cannot_read():
     assert result["failed"] is True
     assert "containerd cannot read the config" in result["msg"] and "failed to load TOML: bad" in result["msg"]
     assert node.copies == []
+
+
+def test_a_reading_of_a_staged_copy_names_the_file_itself_in_imports():
+    """containerd 1.6/1.7 list the file they were given in the dump's imports: two staged copies of one file
+    (current and candidate, each under its own temporary name) must read alike, or every edit is refused
+    as a change of `imports` (seen on the demo node's containerd 1.6.20)."""
+    staged = {"version": 2, "imports": ["/etc/containerd/.config.toml.ab12cd34.tmp", "/etc/containerd/conf.d/x.toml"]}
+    assert ct.reading_as(staged, "/etc/containerd/.config.toml.ab12cd34.tmp", PATH) == {
+        "version": 2,
+        "imports": [PATH, "/etc/containerd/conf.d/x.toml"],
+    }
+    before = {**_dump({"runc": RUNC}), "imports": ["/etc/containerd/.config.toml.aaaaaaaa.tmp"]}
+    after = {**_dump({"runc": RUNC, "nvidia": NVIDIA_READ}), "imports": ["/etc/containerd/.config.toml.bbbbbbbb.tmp"]}
+    with pytest.raises(ct.ContainerdConfigError, match="changes what was not asked for: imports"):
+        ct.verify_reading(PATH, before, after, ct.Request(runtime=NVIDIA))
+    ct.verify_reading(
+        PATH,
+        ct.reading_as(before, "/etc/containerd/.config.toml.aaaaaaaa.tmp", PATH),
+        ct.reading_as(after, "/etc/containerd/.config.toml.bbbbbbbb.tmp", PATH),
+        ct.Request(runtime=NVIDIA),
+    )
+
+
+def test_verify_reading_accepts_the_runc_table_a_default_that_moves_brings():
+    """Issue 25 on an EKS-shaped file: the default moves from nvidia to runc, and the runc table written keeps the
+    old default's options, so containerd's runc reading changes: asked for, not refused."""
+    before = _dump({"runc": {"runtime_type": "io.containerd.runc.v2", "options": {}}, "nvidia": NVIDIA_READ}, "nvidia")
+    after = _dump({"runc": RUNC, "nvidia": NVIDIA_READ}, default="runc")
+    ct.verify_reading(PATH, before, after, ct.Request(runtime=NVIDIA, unset_default=True))
+    # the same runc change without a default that moves is still refused
+    with pytest.raises(ct.ContainerdConfigError, match=r"not asked for: .*runtimes\.runc"):
+        ct.verify_reading(
+            PATH,
+            _dump({"runc": {"runtime_type": "io.containerd.runc.v2", "options": {}}, "nvidia": NVIDIA_READ}),
+            after,
+            ct.Request(runtime=NVIDIA),
+        )
+
+
+def test_verify_reading_reads_the_binary_name_case_insensitively_as_containerd_does():
+    lower = {"runtime_type": "io.containerd.runc.v2", "options": {"binaryName": NVIDIA["path"]}}
+    ct.verify_reading(PATH, _dump({"runc": RUNC}), _dump({"runc": RUNC, "nvidia": lower}), ct.Request(NVIDIA))
