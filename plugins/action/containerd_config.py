@@ -140,7 +140,8 @@ class ActionModule(ActionBase):
 
         The candidate lies beside the file under a temporary name of the write contract's pattern (so that
         relative imports resolve as for the file, and a killed run's leftover is removed by the next write),
-        readable by root only, and is removed again at once."""
+        readable by root only, and is removed again at once; where the file's directory does not exist yet, the
+        copy in the remote temporary directory is read. Either name is read as ``path`` (ct.reading_as)."""
         tmp = self._connection._shell.tmpdir or self._make_tmp_path()
         source = self._connection._shell.join_path(tmp, "containerd-candidate.toml")
         self._transfer_data(source, text)
@@ -149,8 +150,12 @@ class ActionModule(ActionBase):
         directory, name = posixpath.split(path)
         candidate = posixpath.join(directory, f".{name}.{stamp}.tmp")
         q = shlex.quote
+        # where the file's directory does not exist yet (containerd packages without a config.toml, e.g.
+        # Ubuntu 22.04's), nothing relative can resolve there: the copy in the remote temporary directory is read
         command = (
-            f'umask 077; set -e; c={q(candidate)}; (set -C; : > "$c"); trap \'rm -f "$c"\' EXIT; '
+            f"umask 077; set -e; if [ ! -d {q(directory)} ]; then "
+            f"exec {q(binary)} --config {q(source)} config dump; fi; "
+            f'c={q(candidate)}; (set -C; : > "$c"); trap \'rm -f "$c"\' EXIT; '
             f'cat {q(source)} > "$c"; {q(binary)} --config "$c" config dump'
         )
         res = self._low_level_execute_command(f"/bin/sh -c {q(command)}", sudoable=True)
@@ -161,7 +166,7 @@ class ActionModule(ActionBase):
                 f"{to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending settings, then run again."
             )
         reading = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config dump` of the candidate")
-        return ct.reading_as(reading.unwrap(), candidate, path)
+        return ct.reading_as(ct.reading_as(reading.unwrap(), candidate, path), source, path)
 
     def _verify(self, ct, outcome, request, binary: str) -> None:
         """Refuse (nothing written) when containerd reads the candidate otherwise than the request meant. The
