@@ -32,7 +32,6 @@ SCENARIO_GROUPS = {
     "gpu_pods": "molecule-2",
     "installers": "molecule-2",
     "nvidia_container_toolkit": "molecule-2",
-    "nvidia_runtime": "molecule-2",
 }
 
 
