@@ -9,7 +9,7 @@ A lane is a pytest-xdist worker that keeps a group of tests to itself, in order:
   "molecule", the other scenarios, one at a time;
 - lane 2: "molecule-2", the scenarios SCENARIO_GROUPS puts there, one at a time.
 The scenarios are spread so that the lanes take about as long (idle-machine times of
-the CI runs, README "Test times"); a new scenario goes to lane 1 unless listed.
+the CI runs, CHANGELOG.md "Test times"); a new scenario goes to lane 1 unless listed.
 With fewer workers, lanes share them (lane % workers); with one, every lane is that
 worker. Each molecule lane takes apt cache slots from its own range
 (molecule/resources/create.yml), so two nodes created at the same moment never pick

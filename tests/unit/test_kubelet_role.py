@@ -30,11 +30,6 @@ def test_every_option_has_a_description_and_a_type():
     assert [name for name, spec in options.items() if not spec.get("description") or not spec.get("type")] == []
 
 
-def test_readme_documents_every_variable():
-    readme = (ROLE / "README.md").read_text()
-    assert [name for name in _load("defaults/main.yml") if f"`{name}`" not in readme] == []
-
-
 def test_the_role_reads_the_shared_values_and_facts_from_gpu_node_facts():
     # the facts preflight lives once (the dependency), and so does the drop-in threshold
     assert "gpu_node_facts" in _load("meta/main.yml")["dependencies"]

@@ -116,12 +116,6 @@ def test_main_dispatches_with_import_tasks_where_the_file_name_is_fixed():
             assert "{{" in include["file"] or "when" in task, task["name"]
 
 
-def test_readme_documents_every_variable():
-    readme = (ROLE / "README.md").read_text()
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    assert [name for name in defaults if f"`{name}`" not in readme] == []
-
-
 # --------------------------------------------------------------------------- OS families as data
 
 

@@ -8,6 +8,9 @@ is checked without touching this file.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,3 +64,21 @@ def test_argument_spec_options_are_described_typed_and_default_like_defaults(rol
         if not name.startswith(f"{role.name}_"):
             problems.append(f"{name} does not start with the role prefix {role.name}_")
     assert problems == [], f"{role.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
+def test_readme_points_to_ansible_doc_and_it_renders_every_variable(role):
+    """The role README names no variable table of its own: ansible-doc renders argument_specs, the one description."""
+    readme = (role / "README.md").read_text()
+    assert f"`ansible-doc -t role {role.name}`" in readme, f"{role.name}/README.md does not point to ansible-doc"
+    assert "| Variable | Default |" not in readme, f"{role.name}/README.md repeats a variable table"
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-doc"), "-j", "-t", "role", role.name],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    rendered = json.loads(result.stdout)[role.name]["entry_points"]["main"].get("options") or {}
+    assert set(rendered) == set(_defaults(role)), f"{role.name}: ansible-doc renders {sorted(rendered)}"

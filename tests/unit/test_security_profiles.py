@@ -117,7 +117,7 @@ def action_for(profile: dict, syscall: str, args: tuple[int, ...] = ()) -> tuple
 
 
 # sha256 of the files the role wrote before the profile became data (vars/main.yml as one name per line
-# and the seccomp_oci_profile filter, commit 1f2a417): `<profile> | to_nice_json(indent=2)` plus a newline.
+# and the seccomp_oci_profile filter): `<profile> | to_nice_json(indent=2)` plus a newline.
 RENDERED_SHA256 = {
     ("x86_64", "fuse"): "59318a6dad03aab9d526ab035e5f7500cd03e2356772250e371b665c890f4ecd",
     ("x86_64", "nomount"): "47d6df66108b637f9ecb48fe17bd5c497bd9548e4ef30d0d22232781970ce799",
@@ -438,15 +438,6 @@ def test_argument_specs_match_the_defaults(role):
     for name, spec in options.items():
         assert spec["default"] == defaults[name], name
         assert spec.get("description"), name
-
-
-def test_readme_documents_every_variable():
-    readme = (ROLE / "README.md").read_text()
-    for name in ROLE_DEFAULTS:
-        assert f"`{name}`" in readme, name
-    fuse_readme = (ROOT / "roles" / "fuse" / "README.md").read_text()
-    for name in yaml.safe_load((ROOT / "roles" / "fuse" / "defaults" / "main.yml").read_text()):
-        assert f"`{name}`" in fuse_readme, name
 
 
 def test_template_path_mirrors_the_target():

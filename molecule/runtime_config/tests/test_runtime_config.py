@@ -2,7 +2,7 @@
 
 The tests that drive the role again through ansible-playbook (check mode, a
 changed setting, configs the runtimes refuse) are in test_transactions.py: each
-drives all three nodes in one run.
+drives all four nodes in one run.
 """
 
 from __future__ import annotations
