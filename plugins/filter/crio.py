@@ -158,7 +158,6 @@ def crio_reading_problems(
 class FilterModule:
     def filters(self):
         return {
-            "runtime_config_crio_runtime_entry": crio_runtime_entry,
             "runtime_config_crio_dropin": crio_dropin,
             "runtime_config_crio_reading_problems": crio_reading_problems,
         }

@@ -23,7 +23,7 @@
 `gpu_fleet_results(hosts, hostvars)`
     Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report.
 
-`gpu_fleet_family(check)`
+`gpu_fleet_family(check)` (used by gpu_fleet_report, not a filter)
     The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, fuse, security, kubelet),
     the filter of the HTML page: the prefix before ": " for a runtime's rows, else by name; "other".
 
@@ -174,6 +174,5 @@ class FilterModule:
     def filters(self):
         return {
             "gpu_fleet_report": gpu_fleet_report,
-            "gpu_fleet_family": gpu_fleet_family,
             "gpu_fleet_results": gpu_fleet_results,
         }

@@ -194,5 +194,4 @@ class FilterModule:
         return {
             "runtime_config_installer_plan": installer_runtime_plan,
             "runtime_config_installer_dropin": installer_agent_dropin,
-            "runtime_config_installer_template": installer_template,
         }

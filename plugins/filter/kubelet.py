@@ -740,16 +740,6 @@ def kubelet_flags_in_text(text, names) -> list[str]:
     return found
 
 
-def kubelet_changed_files(pairs) -> list[str]:
-    """``[[path, registered result], ...]`` -> ``["path (backup: file)", ...]`` for the results that changed."""
-    changed = []
-    for path, result in pairs or []:
-        if isinstance(result, dict) and result.get("changed"):
-            backup = result.get("backup_file")
-            changed.append(f"{path} (backup: {backup})" if backup else path)
-    return changed
-
-
 def kubelet_service_state(result, service: str = "kubelet") -> str:
     """The state (``running``, ``stopped``, ...) of ``service`` in a registered service_facts result; 'unknown'."""
     services = ((result or {}).get("ansible_facts") or {}).get("services") or {}
@@ -766,7 +756,7 @@ def _loop_results(registered) -> list[dict]:
 def kubelet_rollback_plan(pairs, read_results, stat_results) -> list[dict]:
     """What undoes this run's kubelet changes: one entry per file whose result changed.
 
-    ``pairs`` is ``[[path, registered result], ...]`` as for kubelet_changed_files. ``read_results`` and
+    ``pairs`` is ``[[path, registered result], ...]`` (the role's file tasks). ``read_results`` and
     ``stat_results`` are the registered loops (slurp, stat) over the same paths, taken before any change.
     Each entry: ``{"path", "existed", "content", "mode", "owner", "group"}``; a file that did not exist
     before (``existed`` false) is to be removed, the others get their content, mode and owner back.
@@ -813,11 +803,9 @@ class FilterModule:
 
     def filters(self):
         return {
-            "kubelet_version": kubelet_version,
             "kubelet_config_plan": kubelet_config_plan,
             "kubelet_runtime_endpoint": kubelet_runtime_endpoint,
             "kubelet_validate": kubelet_validate,
-            "kubelet_taints": kubelet_taints,
             "kubelet_compose_config": kubelet_compose_config,
             "kubelet_compose_labels": kubelet_compose_labels,
             "kubelet_flag_changes": kubelet_flag_changes,
@@ -829,7 +817,6 @@ class FilterModule:
             "kubelet_healthz_url": kubelet_healthz_url,
             "kubelet_state_resets": kubelet_state_resets,
             "kubelet_flags_in_text": kubelet_flags_in_text,
-            "kubelet_changed_files": kubelet_changed_files,
             "kubelet_service_state": kubelet_service_state,
             "kubelet_rollback_plan": kubelet_rollback_plan,
         }

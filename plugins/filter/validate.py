@@ -19,15 +19,7 @@ Each check of the role is data, a mapping with four keys:
 `gpu_validate_report(results, host="")`
     The JSON document written to validate.json: host, summary and the checks.
 
-`gpu_validate_runtime_config(text)`
-    The runtimes a `containerd config dump` or `crio config` lists and the default runtime
-    (plugins/module_utils/gpu_validate_logic.py runtime_config, which the node-side module
-    gpu_validate_checks uses too).
-
-`gpu_validate_json_problem(text)`
-    Why a text is not a JSON object (a seccomp profile), or "" when it is one (gpu_validate_logic).
-
-`gpu_validate_userns_missing(node, feature_gates={})`
+`gpu_validate_userns_missing(node, feature_gates={})` (a function molecule kubelet's test imports, not a filter)
     What this node lacks to run user-namespaced pods (hostUsers: false), one sentence per
     requirement (kernel, user namespace limit, CRI runtime, OCI runtime, kubelet and its
     feature gate), from the gpu_node facts and the kubelet's effective featureGates; [] when
@@ -164,8 +156,6 @@ def _controller_files():
 
 
 _logic = _controller_files().load_module_util("gpu_validate_logic")
-gpu_validate_runtime_config = _logic.runtime_config
-gpu_validate_json_problem = _logic.json_problem
 gpu_validate_userns_missing = _logic.userns_missing
 
 
@@ -177,7 +167,4 @@ class FilterModule:
             "gpu_validate_table": gpu_validate_table,
             "gpu_validate_summary": gpu_validate_summary,
             "gpu_validate_report": gpu_validate_report,
-            "gpu_validate_runtime_config": gpu_validate_runtime_config,
-            "gpu_validate_json_problem": gpu_validate_json_problem,
-            "gpu_validate_userns_missing": gpu_validate_userns_missing,
         }

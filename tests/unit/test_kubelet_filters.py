@@ -875,16 +875,6 @@ def test_flags_in_text_finds_flags_in_kubeadm_flags_env():
     assert kb.kubelet_flags_in_text("", ["a"]) == []
 
 
-def test_changed_files_lists_changed_results_with_backups():
-    pairs = [
-        ["/a", {"changed": True, "backup_file": "/a.1~"}],
-        ["/b", {"changed": False}],
-        ["/c", {"changed": True}],
-        ["/d", {}],
-    ]
-    assert kb.kubelet_changed_files(pairs) == ["/a (backup: /a.1~)", "/c"]
-
-
 def test_service_state_from_a_service_facts_result():
     result = {"ansible_facts": {"services": {"kubelet.service": {"name": "kubelet.service", "state": "running"}}}}
     assert kb.kubelet_service_state(result, "kubelet") == "running"

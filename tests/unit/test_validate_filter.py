@@ -6,11 +6,10 @@ import json
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from conftest import ROOT, load_module
+from conftest import load_module
 
 validate = load_module("validate", subdir="plugins/filter")
 
-FIXTURES = ROOT / "tests" / "fixtures" / "containerd"
 
 CHECKS = [
     {"check": "NVIDIA driver", "status": "ok", "detail": "580.95.05 loaded (pin: version 580.95.05)", "fix": ""},
@@ -147,113 +146,12 @@ def test_report_is_json_with_host_summary_and_normalised_checks():
     assert set(report["checks"][0]) == {"check", "status", "detail", "fix"}
 
 
-# --- runtime configuration dumps -----------------------------------------------------------------
-
-NVIDIA_V2 = """
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-  runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-    BinaryName = "/usr/bin/nvidia-container-runtime"
-"""
-
-
-def test_containerd_v2_dump_lists_the_runtimes_and_the_default():
-    text = (FIXTURES / "v2-debian12-containerd-1.6.toml").read_text() + NVIDIA_V2
-    assert validate.gpu_validate_runtime_config(text) == {
-        "runtimes": ["nvidia", "runc"],
-        "default": "runc",
-        "parsed": True,
-        "default_entry": {"runtime_type": "io.containerd.runc.v2", "binary": ""},
-    }
-
-
-def test_containerd_v1_dump_reads_default_runtime_name_not_the_default_runtime_table():
-    result = validate.gpu_validate_runtime_config((FIXTURES / "v1-containerd-1.4.toml").read_text())
-    assert result["runtimes"] == ["runc"]
-    assert result["default"] == "runc"
-
-
-def test_containerd_v3_dump_with_nvidia_as_default():
-    text = (FIXTURES / "v3-containerd-2.1.toml").read_text().replace("default_runtime_name = 'runc'", "")
-    text = text.replace(
-        "[plugins.'io.containerd.cri.v1.runtime'.containerd]",
-        "[plugins.'io.containerd.cri.v1.runtime'.containerd]\n      default_runtime_name = 'nvidia'",
-    )
-    text += "\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
-    text += "  runtime_type = 'io.containerd.runc.v2'\n"
-    text += "  [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]\n"
-    text += "    BinaryName = '/usr/bin/nvidia-container-runtime'\n"
-    result = validate.gpu_validate_runtime_config(text)
-    assert result == {
-        "runtimes": ["nvidia", "runc"],
-        "default": "nvidia",
-        "parsed": True,
-        # what the doctor's CAP_SYS_ADMIN container runs through: CRI's default, not ctr's
-        "default_entry": {"runtime_type": "io.containerd.runc.v2", "binary": "/usr/bin/nvidia-container-runtime"},
-    }
-
-
-def test_crio_config_lists_runtimes_and_default_runtime():
-    text = (
-        '[crio]\n[crio.runtime]\ndefault_runtime = "crun"\n'
-        '[crio.runtime.runtimes.crun]\nruntime_path = ""\n'
-        '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\nruntime_type = "oci"\n'
-    )
-    assert validate.gpu_validate_runtime_config(text) == {
-        "runtimes": ["crun", "nvidia"],
-        "default": "crun",
-        "parsed": True,
-        "default_entry": {"runtime_type": "", "binary": ""},
-    }
-
-
-def test_text_that_is_not_toml_falls_back_to_table_headers():
-    text = 'time="2025" level=info msg="config"\n' + NVIDIA_V2 + '  default_runtime_name = "nvidia"\n'
-    text += "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.'kata-qemu']\n"
-    assert validate.gpu_validate_runtime_config(text) == {
-        "runtimes": ["kata-qemu", "nvidia"],
-        "default": "nvidia",
-        "parsed": False,
-        "default_entry": {"runtime_type": "", "binary": ""},  # the fallback reads no runtime table
-    }
-
-
-def test_empty_dump_has_no_runtimes_and_no_default():
-    assert validate.gpu_validate_runtime_config("") == {
-        "runtimes": [],
-        "default": None,
-        "parsed": True,
-        "default_entry": {"runtime_type": "", "binary": ""},
-    }
-    assert validate.gpu_validate_runtime_config(None)["runtimes"] == []
-
-
-# --- JSON check ----------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        ('{"defaultAction": "SCMP_ACT_ERRNO"}', ""),
-        ("", "not valid JSON"),
-        ("{", "not valid JSON"),
-        ("[1, 2]", "a JSON list, not an object"),
-    ],
-)
-def test_json_problem(text, problem):
-    result = validate.gpu_validate_json_problem(text)
-    assert result.startswith(problem) if problem else result == ""
-
-
 def test_filter_module_exposes_every_filter():
     filters = validate.FilterModule().filters()
     assert set(filters) == {
         "gpu_validate_table",
         "gpu_validate_summary",
         "gpu_validate_report",
-        "gpu_validate_runtime_config",
-        "gpu_validate_json_problem",
-        "gpu_validate_userns_missing",
     }
 
 
