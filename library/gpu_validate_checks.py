@@ -138,7 +138,7 @@ options:
   runtime_binary:
     description: The nvidia runtime binary; ctr runs containerd's test containers through it (C(--runc-binary)).
     type: path
-    default: /usr/bin/nvidia-container-runtime
+    required: true
   runtime_name:
     description: The runtime name that the container runtimes must have registered.
     type: str
@@ -198,7 +198,7 @@ options:
   kubelet_dropin_name:
     description: File name of the drop-in the kubelet role writes.
     type: str
-    default: 50-gpu-node.conf
+    required: true
   kubelet_main_config:
     description: The kubelet's main configuration file.
     type: path
@@ -214,7 +214,7 @@ options:
   kubelet_dropin_min:
     description: The first kubelet version that reads drop-ins; an older kubelet gets the main file merged.
     type: str
-    default: "1.28"
+    required: true
   command_timeout:
     description: Seconds each command may take before its row reports it as failed.
     type: int
@@ -227,6 +227,9 @@ EXAMPLES = r"""
     families: [driver, toolkit, fuse]
     node: "{{ ansible_facts.gpu_node }}"
     driver_version: 580.95.05
+    runtime_binary: "{{ __gpu_node_facts_runtime_binary }}"  # the values the roles share (gpu_node_facts vars)
+    kubelet_dropin_name: "{{ __gpu_node_facts_kubelet_dropin_name }}"
+    kubelet_dropin_min: "{{ __gpu_node_facts_kubelet_dropin_min }}"
   register: doctor
 
 - name: Show the rows
@@ -1966,7 +1969,7 @@ ARGUMENT_SPEC = dict(
     containerd_namespace=dict(type="str", default="default"),
     containerd_run_options=dict(type="list", elements="str", default=[]),
     crio_test_image=dict(type="str", default=""),
-    runtime_binary=dict(type="path", default="/usr/bin/nvidia-container-runtime"),
+    runtime_binary=dict(type="path", required=True),
     nvidia_default_allowed=dict(type="bool", default=False),
     toolkit_installed=dict(type="bool", default=False),
     toolkit_config=dict(type="path", default="/etc/nvidia-container-runtime/config.toml"),
@@ -1979,11 +1982,11 @@ ARGUMENT_SPEC = dict(
     seccomp_root=dict(type="path", default="/var/lib/kubelet/seccomp"),
     seccomp_profile=dict(type="str", default="fuse"),
     kubelet_config_dir=dict(type="path", default="/etc/kubernetes/kubelet.conf.d"),
-    kubelet_dropin_name=dict(type="str", default="50-gpu-node.conf"),
+    kubelet_dropin_name=dict(type="str", required=True),
     kubelet_main_config=dict(type="path", default="/var/lib/kubelet/config.yaml"),
     kubelet_env_file=dict(type="path", default="/etc/default/kubelet"),
     kubelet_config_mode=dict(type="str", default="auto"),
-    kubelet_dropin_min=dict(type="str", default="1.28"),
+    kubelet_dropin_min=dict(type="str", required=True),
     command_timeout=dict(type="int", default=60),
 )
 

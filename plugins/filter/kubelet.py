@@ -85,8 +85,9 @@ RUNTIME_ENDPOINTS = {
 
 CONFIG_MODES = ("auto", "dropin", "merge")
 
-# First minor release of the --config-dir stages (alpha needs KUBELET_CONFIG_DROPIN_DIR_ALPHA).
-DROPIN_ALPHA, DROPIN_BETA, DROPIN_GA = (1, 28), (1, 30), (1, 35)
+# First minor release of the later --config-dir stages; the first (alpha, which needs KUBELET_CONFIG_DROPIN_DIR_ALPHA)
+# is the role's dropin_min, gpu_node_facts' __gpu_node_facts_kubelet_dropin_min (the doctor reads it too).
+DROPIN_BETA, DROPIN_GA = (1, 30), (1, 35)
 
 _VERSION_RE = re.compile(r"^(?:Kubernetes\s+)?v?(\d+)\.(\d+)(?:\.(\d+))?(?:[-+][0-9A-Za-z.+-]*)?\Z")
 _CPUSET_RE = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*\Z")
@@ -122,7 +123,7 @@ def kubelet_config_plan(version, requested_mode: str = "auto", dropin_min=None) 
     """Decide how the configuration is written for a kubelet of ``version``.
 
     ``dropin_min`` is the first release with --config-dir (the role passes gpu_node_facts'
-    ``__gpu_node_facts_kubelet_dropin_min``; None means DROPIN_ALPHA).
+    ``__gpu_node_facts_kubelet_dropin_min``, the one home of that value).
 
     Returns ``mode`` (``dropin`` or ``merge``), ``dropin_support`` (``none``,
     ``alpha``, ``beta`` or ``ga``), ``alpha_env`` (whether the kubelet needs
@@ -350,9 +351,9 @@ def _check_user_namespaces(errors, params) -> None:
 
 
 def _dropin_min(value) -> tuple[int, int]:
-    """The first (major, minor) with --config-dir: ``value`` (a version such as "1.28"), or DROPIN_ALPHA for None."""
+    """The first (major, minor) with --config-dir: ``value``, the role's __gpu_node_facts_kubelet_dropin_min."""
     if value is None:
-        return DROPIN_ALPHA
+        raise AnsibleFilterError("the kubelet drop-in threshold is missing: pass __gpu_node_facts_kubelet_dropin_min")
     parsed = parse_version(str(value))
     if parsed is None:
         raise AnsibleFilterError(f"the kubelet drop-in threshold {value!r} is not a version like 1.28")

@@ -132,3 +132,32 @@ def run_local_playbook(playbook, *extra: str):
         text=True,
         check=False,
     )
+
+
+def shared_values() -> dict:
+    """roles/gpu_node_facts/vars/main.yml: the values several roles share, the one home of each."""
+    import yaml
+
+    return yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml").read_text())
+
+
+def doctor_params(checks) -> dict:
+    """gpu_validate_checks' parameters as the role passes them: the module's defaults and the shared values."""
+    shared = shared_values()
+    return {
+        **{key: spec.get("default") for key, spec in checks.ARGUMENT_SPEC.items()},
+        "runtime_binary": shared["__gpu_node_facts_runtime_binary"],
+        "kubelet_dropin_name": shared["__gpu_node_facts_kubelet_dropin_name"],
+        "kubelet_dropin_min": shared["__gpu_node_facts_kubelet_dropin_min"],
+    }
+
+
+def role_defaults(role: str) -> dict:
+    """A role's defaults/main.yml with the shared values it takes from gpu_node_facts filled in, as Ansible does."""
+    import yaml
+
+    text = (ROOT / "roles" / role / "defaults" / "main.yml").read_text()
+    for name, value in shared_values().items():
+        if isinstance(value, str):
+            text = text.replace('"{{ ' + name + ' }}"', json.dumps(value))
+    return yaml.safe_load(text)

@@ -163,7 +163,7 @@ DEFAULTS_PLAY = """
   hosts: localhost
   connection: local
   gather_facts: false
-  vars_files: [{defaults}]
+  vars_files: [{shared}, {defaults}]
   tasks:
     - name: Check the types of the defaults of {role}
       argument_types:
@@ -178,6 +178,7 @@ def test_each_role_accepts_its_own_defaults_including_templated_ones(tmp_path):
     plays = "".join(
         DEFAULTS_PLAY.format(
             role=role,
+            shared=ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml",  # the dependency's values the defaults use
             defaults=ROOT / "roles" / role / "defaults" / "main.yml",
             spec=ROOT / "roles" / role / "meta" / "argument_specs.yml",
         )

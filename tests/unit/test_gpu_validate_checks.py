@@ -15,11 +15,11 @@ import stat
 import sys
 
 import pytest
-from conftest import load_module
+from conftest import doctor_params, load_module
 
 checks = load_module("gpu_validate_checks")
 
-PARAMS = {key: spec.get("default") for key, spec in checks.ARGUMENT_SPEC.items()}
+PARAMS = doctor_params(checks)
 
 GPU_NODE = {
     "has_gpu": True,
@@ -1717,6 +1717,7 @@ def test_the_module_returns_the_rows_in_check_mode_too(module_runner, tmp_path):
         "fuse_device": "/dev/null",
         "apparmor_os": False,
         "seccomp_root": str(tmp_path / "root"),
+        **{key: PARAMS[key] for key in ("runtime_binary", "kubelet_dropin_name", "kubelet_dropin_min")},
     }
     result = module_runner(checks, args, check_mode=True)
     assert not result.failed and result.result["changed"] is False

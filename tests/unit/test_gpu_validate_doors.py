@@ -5,11 +5,11 @@ molecule/nvidia_runtime shows each failing row on a real node (NVIDIA's runtime 
 from __future__ import annotations
 
 import pytest
-from conftest import load_module
+from conftest import doctor_params, load_module
 
 checks = load_module("gpu_validate_checks")
 
-PARAMS = {key: spec.get("default") for key, spec in checks.ARGUMENT_SPEC.items()}
+PARAMS = doctor_params(checks)
 CONFIG = "/etc/nvidia-container-runtime/config.toml"
 VOLUME = "toolkit: GPU by volume mount"
 ANNOTATION = "containerd: CDI annotations of pods"

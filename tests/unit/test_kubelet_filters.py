@@ -10,11 +10,23 @@ from pathlib import Path
 import kubernetes_names as names
 import pytest
 import yaml
-from conftest import load_module
+from conftest import load_module, role_defaults, shared_values
 
 kb = load_module("kubelet", subdir="plugins/filter")
+# the role passes gpu_node_facts' threshold to both filters; so do these tests
+DROPIN_MIN = shared_values()["__gpu_node_facts_kubelet_dropin_min"]
+
+
+def plan_for(version, mode="auto", dropin_min=DROPIN_MIN):
+    return kb.kubelet_config_plan(version, mode, dropin_min)
+
+
+def validate(params, version=None, dropin_min=DROPIN_MIN):
+    return kb.kubelet_validate(params, version, dropin_min)
+
+
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULTS = yaml.safe_load((ROOT / "roles/kubelet/defaults/main.yml").read_text())
+DEFAULTS = role_defaults("kubelet")
 
 
 def params(**overrides):
@@ -196,14 +208,14 @@ def test_kubelet_version_refuses_non_versions(value):
     ],
 )
 def test_config_plan(version, mode, expected):
-    plan = kb.kubelet_config_plan(version, mode)
+    plan = plan_for(version, mode)
     assert {key: plan[key] for key in expected} == expected
     assert plan["version"] == kb.kubelet_version(version)
 
 
 def test_config_plan_refuses_dropin_for_old_kubelets():
     with pytest.raises(kb.AnsibleFilterError) as exc:
-        kb.kubelet_config_plan("1.27.3", "dropin")
+        plan_for("1.27.3", "dropin")
     assert str(exc.value) == (
         "kubelet 1.27.3 has no --config-dir (it arrived in 1.28); set kubelet_config_mode to auto or merge"
     )
@@ -211,12 +223,12 @@ def test_config_plan_refuses_dropin_for_old_kubelets():
 
 def test_config_plan_and_validate_take_the_drop_in_threshold_from_the_caller():
     # the role passes gpu_node_facts' __gpu_node_facts_kubelet_dropin_min, the one place of that value
-    assert kb.kubelet_config_plan("1.28.0", "auto", "1.29")["mode"] == "merge"
-    assert kb.kubelet_config_plan("1.29.0", "auto", "1.29")["mode"] == "dropin"
+    assert plan_for("1.28.0", "auto", "1.29")["mode"] == "merge"
+    assert plan_for("1.29.0", "auto", "1.29")["mode"] == "dropin"
     with pytest.raises(kb.AnsibleFilterError) as exc:
-        kb.kubelet_config_plan("1.28.3", "dropin", "1.29")
+        plan_for("1.28.3", "dropin", "1.29")
     assert "(it arrived in 1.29)" in str(exc.value)
-    errors = kb.kubelet_validate(params(kubelet_config_mode="dropin"), "1.28.1", "1.29")
+    errors = validate(params(kubelet_config_mode="dropin"), "1.28.1", "1.29")
     assert [e for e in errors if e.startswith("kubelet_config_mode: dropin needs kubelet 1.29 or later")] != []
 
 
@@ -269,7 +281,7 @@ def test_runtime_endpoint_none_found_and_explicit_and_empty():
 
 
 def test_defaults_are_valid():
-    assert kb.kubelet_validate(params(), "1.31.2") == []
+    assert validate(params(), "1.31.2") == []
 
 
 def test_a_full_valid_configuration_passes():
@@ -290,7 +302,7 @@ def test_a_full_valid_configuration_passes():
         kubelet_flags_absent=["--pod-infra-container-image"],
         kubelet_config_absent=["evictionSoft"],
     )
-    assert kb.kubelet_validate(good, "1.29.0") == []
+    assert validate(good, "1.29.0") == []
 
 
 BAD_INPUTS = [
@@ -508,14 +520,14 @@ BAD_INPUTS += [
 
 def test_a_user_namespace_range_in_whole_blocks_is_accepted():
     good = params(kubelet_user_namespaces_subid_start=65536 * 16, kubelet_user_namespaces_subid_count=65536 * 110)
-    assert kb.kubelet_validate(good, "1.31.0") == []
+    assert validate(good, "1.31.0") == []
 
 
 @pytest.mark.parametrize(
     ("var", "value", "message"), BAD_INPUTS, ids=[f"{v}-{i}" for i, (v, _, _) in enumerate(BAD_INPUTS)]
 )
 def test_each_bad_input_has_one_precise_message(var, value, message):
-    assert kb.kubelet_validate(params(**{var: value}), "1.31.0") == [message]
+    assert validate(params(**{var: value}), "1.31.0") == [message]
 
 
 # Types and choices are meta/argument_specs.yml's alone: Ansible's role argument validation (choices, and
@@ -572,37 +584,37 @@ def test_every_public_variable_has_a_bad_input_test():
 
 def test_unknown_kubelet_configuration_fields_pass_through():
     # no copy of the upstream field list: the kubelet judges names (a field newer than the role just works)
-    assert kb.kubelet_validate(params(kubelet_config={"maxpods": 10, "someFutureField": {"a": 1}}), "1.31.0") == []
+    assert validate(params(kubelet_config={"maxpods": 10, "someFutureField": {"a": 1}}), "1.31.0") == []
     fields = kb.kubelet_compose_config(params(kubelet_config={"someFutureField": {"a": 1}}))
     assert fields["someFutureField"] == {"a": 1}
 
 
 def test_messages_add_up_for_several_problems():
-    errors = kb.kubelet_validate(params(kubelet_reserved_system_cpus="x", kubelet_healthz_timeout=0), "1.31.0")
+    errors = validate(params(kubelet_reserved_system_cpus="x", kubelet_healthz_timeout=0), "1.31.0")
     assert [error.split(":")[0] for error in errors] == ["kubelet_reserved_system_cpus", "kubelet_healthz_timeout"]
 
 
 def test_dropin_mode_for_an_old_installed_kubelet_is_refused():
-    assert kb.kubelet_validate(params(kubelet_config_mode="dropin"), "1.27.4") == [
+    assert validate(params(kubelet_config_mode="dropin"), "1.27.4") == [
         "kubelet_config_mode: dropin needs kubelet 1.28 or later (--config-dir), but the kubelet is 1.27.4; "
         "use auto or merge."
     ]
 
 
 def test_unreadable_installed_kubelet_version_is_reported():
-    assert kb.kubelet_validate(params(), "unknown") == [
+    assert validate(params(), "unknown") == [
         "the installed kubelet reports the version 'unknown', which this role cannot read; check `kubelet --version` "
         "on the node."
     ]
 
 
 def test_passthrough_and_config_may_not_both_set_a_field():
-    errors = kb.kubelet_validate(params(kubelet_config={"maxPods": 1}, kubelet_config_passthrough={"maxPods": 2}))
+    errors = validate(params(kubelet_config={"maxPods": 1}, kubelet_config_passthrough={"maxPods": 2}))
     assert errors == ["kubelet_config_passthrough: maxPods is also in kubelet_config; set it in one place."]
 
 
 def test_flags_that_override_a_configured_field_are_refused():
-    errors = kb.kubelet_validate(params(kubelet_config={"maxPods": 64}, kubelet_flags={"max-pods": 110}))
+    errors = validate(params(kubelet_config={"maxPods": 64}, kubelet_flags={"max-pods": 110}))
     assert errors == [
         "kubelet_flags: --max-pods would override maxPods, which this role already sets in the KubeletConfiguration; "
         "set it in one place only (drop the flag)."
@@ -619,16 +631,16 @@ class _TaggedList(list):
 
 def test_type_names_in_messages_see_through_ansibles_subclasses():
     # found by molecule/kubelet: the message read "'yes' is a _AnsibleTaggedStr"
-    assert kb.kubelet_validate(params(kubelet_feature_gates={"A": _TaggedStr("yes")}), "1.31.0") == [
+    assert validate(params(kubelet_feature_gates={"A": _TaggedStr("yes")}), "1.31.0") == [
         "kubelet_feature_gates: A is 'yes' (a string); use true or false (unquoted)."
     ]
-    assert kb.kubelet_validate(params(kubelet_node_labels={"a": _TaggedList(["x"])}), "1.31.0") == [
+    assert validate(params(kubelet_node_labels={"a": _TaggedList(["x"])}), "1.31.0") == [
         "kubelet_node_labels: label value ['x'] is a list, not a string (label 'a')."
     ]
 
 
 def test_integer_reserved_cpus_and_boolean_label_values_are_accepted():
-    assert kb.kubelet_validate(params(kubelet_reserved_system_cpus=0, kubelet_node_labels={"a": True})) == []
+    assert validate(params(kubelet_reserved_system_cpus=0, kubelet_node_labels={"a": True})) == []
 
 
 # ---------------------------------------------------------------- what the role writes
@@ -710,7 +722,7 @@ def test_flag_for_field(field, flag):
 
 
 def test_flag_changes_in_dropin_mode():
-    plan = kb.kubelet_config_plan("1.31.0")
+    plan = plan_for("1.31.0")
     changes = kb.kubelet_flag_changes(
         params(kubelet_flags={"--v": 2}, kubelet_flags_absent=["x"]),
         plan,
@@ -723,10 +735,10 @@ def test_flag_changes_in_dropin_mode():
 
 
 def test_flag_changes_for_old_kubelets_remove_config_dir_and_can_keep_conflicts():
-    plan = kb.kubelet_config_plan("1.27.0")
+    plan = plan_for("1.27.0")
     changes = kb.kubelet_flag_changes(params(kubelet_remove_conflicting_flags=False), plan, {"cgroupDriver": "systemd"})
     assert changes == {"flags": {}, "flags_absent": ["config-dir"]}
-    plan = kb.kubelet_config_plan("1.31.0", "merge")
+    plan = plan_for("1.31.0", "merge")
     assert kb.kubelet_flag_changes(params(kubelet_remove_conflicting_flags=False), plan, {}) == {
         "flags": {},
         "flags_absent": [],
@@ -943,7 +955,7 @@ NOT_PLAIN_MSG = "is not a plain file or directory path; drop the '.', '..' or tr
 def test_a_path_that_the_command_line_or_the_module_cannot_take_is_refused_before_anything_is_written(
     var, value, message
 ):
-    assert kb.kubelet_validate(params(**{var: value}), "1.31.0") == [message]
+    assert validate(params(**{var: value}), "1.31.0") == [message]
 
 
 @pytest.mark.parametrize(
@@ -962,7 +974,7 @@ def test_a_path_that_the_command_line_or_the_module_cannot_take_is_refused_befor
     ],
 )
 def test_a_value_ending_in_a_newline_is_refused(var, value):
-    errors = kb.kubelet_validate(params(**{var: value}), "1.31.0")
+    errors = validate(params(**{var: value}), "1.31.0")
     assert len(errors) == 1 and errors[0].startswith(var), errors
 
 
@@ -1070,3 +1082,8 @@ def test_rollback_plan_refuses_a_changed_file_it_did_not_look_at_before():
         kb.kubelet_rollback_plan([["/a", {"changed": True}]], _loop([]), stat)
     with pytest.raises(kb.AnsibleFilterError, match="/b changed but its content was not read"):
         kb.kubelet_rollback_plan([["/b", {"changed": True}]], _loop([]), stat)
+
+
+def test_the_drop_in_threshold_comes_from_the_role_not_from_a_fallback():
+    with pytest.raises(kb.AnsibleFilterError, match="__gpu_node_facts_kubelet_dropin_min"):
+        kb.kubelet_config_plan("1.31.0", "auto")

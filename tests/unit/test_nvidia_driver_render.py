@@ -160,6 +160,7 @@ class Role:
         internal = {k: v for k, v in variables.items() if k.startswith("__")}
         merged = _load(ROLE / "defaults" / "main.yml")
         merged.update(public)
+        merged.update(_load(ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"))  # the dependency's shared values
         merged.update(_load(ROLE / "vars" / "main.yml"))
         merged.update(ansible_facts=self.facts, role_path=str(ROLE), inventory_hostname="node1")
         self.vars_file = self._first_found(Templar(loader=LOADER, variables=merged))

@@ -16,7 +16,7 @@ import jinja2
 import pytest
 import yaml
 from ansible.plugins.filter.core import comment
-from conftest import load_module
+from conftest import load_module, role_defaults
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "runtime_config"
 TEMPLATE = ROLE / "templates" / "etc" / "crio" / "crio.conf.d" / "99-runtime.conf.j2"
@@ -29,7 +29,7 @@ NVIDIA = "/usr/bin/nvidia-container-runtime"
 
 
 def render(crio_config: str = "", **overrides) -> dict:
-    variables = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    variables = role_defaults("runtime_config")
     variables.update(overrides, ansible_managed="Ansible managed")
     variables["__runtime_config_crio_config"] = {"stdout": crio_config}
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
