@@ -372,13 +372,16 @@ ansible_facts:
         toolkit_config:
           description:
             - The NVIDIA container toolkit's C(/etc/nvidia-container-runtime/config.toml) C(exists), and its
-              C(accept_envvar_when_unprivileged) and C(accept_volume_mounts) as the file sets them (null when unset)
-              and as they act (C(*_effective), the toolkit's defaults true and false for unset keys).
+              C(accept_envvar_when_unprivileged), C(accept_volume_mounts) and C(cdi_annotation_prefixes)
+              (C(nvidia-container-runtime.modes.cdi.annotation-prefixes)) as the file sets them (null when unset)
+              and as they act (C(*_effective), the toolkit's defaults true, false and C(["cdi.k8s.io/"]) for unset
+              keys).
           type: dict
           returned: always
           sample: {path: /etc/nvidia-container-runtime/config.toml, exists: true,
                    accept_envvar_when_unprivileged: null, accept_envvar_when_unprivileged_effective: true,
-                   accept_volume_mounts: null, accept_volume_mounts_effective: false}
+                   accept_volume_mounts: null, accept_volume_mounts_effective: false,
+                   cdi_annotation_prefixes: [], cdi_annotation_prefixes_effective: []}
 """
 
 import glob

@@ -271,8 +271,8 @@ import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpu_pods import CDI_PREFIXES_DEFAULT, toolkit_config_facts
 from ansible.module_utils.gpu_pods import doctor_row as gpu_pods_doctor_row
-from ansible.module_utils.gpu_pods import toolkit_config_facts
 from ansible.module_utils.gpu_validate_logic import (
     TomlError,
     feature_gates,
@@ -587,7 +587,6 @@ def check_toolkit(p: dict, node: dict, io: Node) -> tuple:
 # /var/run/nvidia-container-devices (requestsFromMounts). Neither is gated by the envvar hardening.
 
 VOLUME_MOUNT_ROOT = "/var/run/nvidia-container-devices"
-CDI_ANNOTATION_PREFIXES = ["cdi.k8s.io/"]  # the runtime's default when config.toml names none
 
 
 def _toolkit_config(text) -> tuple:
@@ -739,16 +738,31 @@ def _string_list(value) -> list:
     return []
 
 
-def check_doors(p: dict, node: dict, io: Node, toolkit_installed: bool, containerd) -> list:
+def check_doors(p: dict, node: dict, io: Node, toolkit_installed: bool, containerd, crio=None) -> list:
     """The doors family: one row per way a pod that requests no GPU could still get one through NVIDIA's runtime
-    (containerd: containerd_state(), or None when containerd is not among the runtimes)."""
+    (containerd: containerd_state(), crio: crio_state(); None when that runtime is not among the runtimes)."""
     if not toolkit_installed:
         return [_row("toolkit: GPU by volume mount", "skipped", "no toolkit installed")]
     text = io.read(p["toolkit_config"])
     rows = [volume_mount_row(p, text)]
     if containerd is not None:
         rows.append(cdi_annotation_row(p, containerd, text))
+    if crio is not None:
+        rows.append(crio_cdi_annotation_row(p, crio, text))
     return rows
+
+
+def _annotation_prefixes(toolkit_text) -> list:
+    """The prefixes of OCI annotations NVIDIA's runtime reads CDI device requests from (its default when
+    config.toml names none)."""
+    config, _error = _toolkit_config(toolkit_text)
+    cdi = ((config.get("nvidia-container-runtime") or {}).get("modes") or {}).get("cdi") or {}
+    prefixes = cdi.get("annotation-prefixes", CDI_PREFIXES_DEFAULT)
+    return _string_list(prefixes) if isinstance(prefixes, (list, str)) else list(CDI_PREFIXES_DEFAULT)
+
+
+def _no_prefix_text(prefixes: list) -> str:
+    return ", ".join(prefixes) if prefixes else "none (annotation-prefixes = [])"
 
 
 def cdi_annotation_row(p: dict, c: dict, toolkit_text) -> dict:
@@ -759,10 +773,7 @@ def cdi_annotation_row(p: dict, c: dict, toolkit_text) -> dict:
     passthrough = c.get("passthrough")
     if not c.get("registered") or passthrough is None:
         return _row(check, "skipped", f"no {name} runtime in containerd's configuration")
-    config, _error = _toolkit_config(toolkit_text)
-    cdi = ((config.get("nvidia-container-runtime") or {}).get("modes") or {}).get("cdi") or {}
-    prefixes = cdi.get("annotation-prefixes", CDI_ANNOTATION_PREFIXES)
-    prefixes = _string_list(prefixes) if isinstance(prefixes, (list, str)) else CDI_ANNOTATION_PREFIXES
+    prefixes = _annotation_prefixes(toolkit_text)
     opened = sorted(
         {
             pattern
@@ -782,12 +793,43 @@ def cdi_annotation_row(p: dict, c: dict, toolkit_text) -> dict:
             "hand CDI devices to containerd through the CRI, not through pod annotations), or deny "
             f"{', '.join(prefixes)} pod annotations in admission",
         )
-    prefix_text = ", ".join(prefixes) if prefixes else "none (annotation-prefixes = [])"
     return _row(
         check,
         "ok",
-        f"no pod annotation reaches NVIDIA's runtime as a CDI request (prefixes {prefix_text}; pod_annotations of "
-        f"{name}: {passthrough['pod_annotations'] or 'none'})",
+        f"no pod annotation reaches NVIDIA's runtime as a CDI request (prefixes {_no_prefix_text(prefixes)}; "
+        f"pod_annotations of {name}: {passthrough['pod_annotations'] or 'none'})",
+    )
+
+
+def crio_cdi_annotation_row(p: dict, c: dict, toolkit_text) -> dict:
+    """Whether a pod's CDI annotations reach NVIDIA's runtime through CRI-O. CRI-O copies every pod annotation
+    into the OCI spec of each of the pod's containers (cri-o v1.35.6 internal/factory/container/container.go,
+    SpecAddAnnotations: "Preserve the sandbox annotations"); its allowed_annotations filter only CRI-O's own
+    annotations (server/utils.go FilterDisallowedAnnotations; pkg/config validates them against
+    v2.AllAllowedAnnotations), so no CRI-O setting keeps cdi.k8s.io/ keys away from a runtime handler. Only
+    NVIDIA's runtime can ignore them: annotation-prefixes = []. CRI-O's own CDI reads container annotations
+    (device plugins) and the CRI's CDI devices, not pod annotations (internal/factory/container/device_linux.go)."""
+    check = "crio: CDI annotations of pods"
+    name = p["runtime_name"]
+    if not c.get("ok") or not c.get("registered"):
+        return _row(check, "skipped", f"no {name} runtime handler in CRI-O's configuration")
+    prefixes = _annotation_prefixes(toolkit_text)
+    if prefixes:
+        return _row(
+            check,
+            "fail",
+            f"CRI-O copies every pod annotation into the OCI spec of the pod's containers, and NVIDIA's runtime reads "
+            f"those with prefix {', '.join(prefixes)} as CDI device requests: any pod with RuntimeClass {name} gets a "
+            "GPU by annotation",
+            "Run site.yml --tags toolkit (nvidia_container_toolkit_cdi_annotation_prefixes: []; GPU pods get their "
+            "devices from CRI-O's own CDI through the CRI), or deny "
+            f"{', '.join(prefixes)} pod annotations in admission",
+        )
+    return _row(
+        check,
+        "ok",
+        f"NVIDIA's runtime reads no OCI annotation as a CDI request (prefixes {_no_prefix_text(prefixes)}), so the "
+        f"pod annotations CRI-O passes to the {name} handler request no GPU",
     )
 
 
@@ -1643,7 +1685,9 @@ def crio_sys_admin_row(p: dict, node: dict, c: dict, result) -> dict:
         detail = f"the pod did not run through CRI-O's default runtime {default}: exit code {rc} "
         return _row(check, "fail", detail + _truncate(err.strip(), 200), NO_SH)
     if int(count) == 0:
-        return _row(check, "ok", f"{like} through CRI-O's default runtime {default}: no /dev/nvidia* device")
+        return _row(
+            check, "ok", f"{like} through CRI-O's default runtime {default}: no /dev/nvidia* device{SYS_ADMIN_NOTE}"
+        )
     return _row(
         check,
         "fail",
@@ -1935,7 +1979,16 @@ def run_checks(p: dict, io: Node) -> dict:
     if "doors" in families:
         if "containerd" in p["runtimes"]:
             containerd = containerd or containerd_state(p, node, io)
-        rows += check_doors(p, node, io, known, containerd if "containerd" in p["runtimes"] else None)
+        if "crio" in p["runtimes"]:
+            crio = crio or crio_state(p, node, io)
+        rows += check_doors(
+            p,
+            node,
+            io,
+            known,
+            containerd if "containerd" in p["runtimes"] else None,
+            crio if "crio" in p["runtimes"] else None,
+        )
     if "fuse" in families:
         rows += check_fuse(p, node, io)
     if "security" in families:

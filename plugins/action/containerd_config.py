@@ -176,6 +176,53 @@ class ActionModule(ActionBase):
         written = ct.parse_document(outcome.after, outcome.path).unwrap()
         ct.verify_reading(outcome.path, before, after, request, written, outcome.runtime_table)
 
+    def _read_pair(self, binary: str, root, dropin, candidate: bool, ct) -> dict:
+        """containerd's reading of the root config with the drop-in (method=dropin), as the two would be on the node:
+        the candidates (``candidate``) or the current texts. The root file is read from the remote temporary
+        directory with its ``imports`` made absolute and the drop-in's directory replaced by a staged copy of it
+        (readable by root only, removed at once) that holds the drop-in (none where it does not exist yet);
+        other imports are read where they are. The dump is read as the files themselves (ct.unstage_reading)."""
+        tmp = self._connection._shell.tmpdir or self._make_tmp_path()
+        stamp = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+        stage = self._connection._shell.join_path(tmp, f"containerd-dropin-{stamp}")
+        staged_root = self._connection._shell.join_path(tmp, f"containerd-root-{stamp}.toml")
+        root_text = root.after if candidate else root.before
+        self._transfer_data(staged_root, ct.stage_imports(root_text, root.path, dropin.path, stage))
+        files = [tmp, staged_root]
+        dropin_text = dropin.after if candidate else (dropin.before if dropin.existed else None)
+        q = shlex.quote
+        directory, name = posixpath.split(dropin.path)
+        command = (
+            f'umask 077; set -e; s={q(stage)}; mkdir "$s"; trap \'rm -rf "$s"\' EXIT; '
+            f'if [ -d {q(directory)} ]; then cp -a {q(directory)}/. "$s"/; fi; rm -f "$s"/{q(name)}; '
+        )
+        if dropin_text is not None:
+            source = self._connection._shell.join_path(tmp, f"containerd-dropin-{stamp}.toml")
+            self._transfer_data(source, dropin_text)
+            files.append(source)
+            command += f'cat {q(source)} > "$s"/{q(name)}; '
+        command += f"{q(binary)} --config {q(staged_root)} config dump"
+        self._fixup_perms2(files)
+        res = self._low_level_execute_command(f"/bin/sh -c {q(command)}", sudoable=True)
+        if res.get("rc") != 0:
+            raise AnsibleActionFail(
+                f"{dropin.path} and {root.path} were not changed: containerd cannot read the config with the drop-in "
+                f"(`{binary} --config <root> config dump` with the {'new' if candidate else 'current'} drop-in "
+                f"staged, rc={res.get('rc')}): {to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending "
+                "settings, then run again."
+            )
+        reading = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config dump` with the drop-in")
+        return ct.unstage_reading(reading.unwrap(), staged_root, root.path, stage, dropin.path)
+
+    def _verify_dropin(self, ct, root, dropin, request, binary: str) -> None:
+        """method=dropin: refuse (nothing written) when containerd reads the root config with the new drop-in
+        otherwise than the request meant; the current pair is read the same way."""
+        before = self._read_pair(binary, root, dropin, False, ct) if root.existed else None
+        after = self._read_pair(binary, root, dropin, True, ct)
+        written = ct.parse_document(dropin.after, dropin.path).unwrap()
+        label = f"{dropin.path} (imported by {root.path})"
+        ct.verify_reading(label, before, after, request, written, dropin.runtime_table, expected=(("imports",),))
+
     def _write(self, outcome, args: dict, binary: str | None, task_vars: dict) -> dict:
         """Write ``outcome.after`` through config_file_write (atomic, backup, validate, file attributes)."""
         cf = _controller_files()
@@ -267,9 +314,12 @@ class ActionModule(ActionBase):
             result["msg"] = f"would update {', '.join(o.path for o in changed)} (check mode, nothing written)"
             return result
 
-        # Ask containerd how it reads the new file before writing it (method=inplace: one file, read as a whole).
+        # Ask containerd how it reads the new file before writing it (method=inplace: one file, read as a whole;
+        # method=dropin: the root file with the drop-in in its imported directory).
         if args["validate"] and binary is not None and args["method"] == "inplace":
             self._verify(ct, root, request, binary)
+        if args["validate"] and binary is not None and args["method"] == "dropin":
+            self._verify_dropin(ct, root, main, request, binary)
 
         written = []
         for outcome in changed:

@@ -896,6 +896,46 @@ def reading_as(reading: Mapping, staged: str, path: str) -> dict:
     return result
 
 
+def stage_imports(root_text: str, root_path: str, dropin_path: str, stage_dir: str) -> str:
+    """The root config, to be read from anywhere with a staged drop-in directory: every ``imports`` entry made
+    absolute (relative entries are relative to the root file's directory, as containerd reads them), and the
+    entries in the drop-in's directory moved to ``stage_dir``, which holds a copy of that directory with the
+    candidate drop-in in it. Pure."""
+    doc = parse_document(root_text if root_text.strip() else "", root_path)
+    imports = _plain(config_merge.get_path(doc, ["imports"], []))
+    if not isinstance(imports, list) or not imports:
+        return root_text
+    root_dir = posixpath.dirname(root_path)
+    dropin_dir = posixpath.dirname(posixpath.normpath(dropin_path))
+    staged = []
+    for entry in imports:
+        if isinstance(entry, str):
+            full = posixpath.normpath(entry if posixpath.isabs(entry) else posixpath.join(root_dir, entry))
+            directory, name = posixpath.split(full)
+            entry = posixpath.join(stage_dir, name) if directory == dropin_dir else full
+        staged.append(entry)
+    doc["imports"] = staged
+    return tomlkit.dumps(doc)
+
+
+def unstage_reading(reading: Mapping, staged_root: str, root_path: str, stage_dir: str, dropin_path: str) -> dict:
+    """containerd's reading of a staged root config (stage_imports) as if it were read in place: the files its
+    dump lists in ``imports`` get their own paths back. Pure."""
+    result = dict(reading)
+    imports = result.get("imports")
+    if isinstance(imports, list):
+        dropin_dir = posixpath.dirname(posixpath.normpath(dropin_path))
+        result["imports"] = [
+            root_path
+            if item == staged_root
+            else posixpath.join(dropin_dir, item[len(stage_dir) + 1 :])
+            if isinstance(item, str) and item.startswith(stage_dir + "/")
+            else item
+            for item in imports
+        ]
+    return result
+
+
 def verify_reading(
     path: str,
     before: Mapping | None,
@@ -903,6 +943,7 @@ def verify_reading(
     request: Request,
     written: Mapping | None = None,
     written_table: str | None = None,
+    expected: tuple = (),
 ) -> None:
     """Refuse a candidate file that containerd reads otherwise than this request meant.
 
@@ -911,8 +952,9 @@ def verify_reading(
     and the default are compared). Meant: the runtime of ``request`` in the CRI plugin's runtimes with its
     binary (options.BinaryName) and runtime_type; the default runtime as asked (the request's, else not the
     runtime unless it already was and stays so); nothing else changed in the reading but the runtime's entry,
-    the default, CDI and what ``request.settings`` names. ``written`` is the candidate file (parsed), whose
-    runtimes tables the message names; ``written_table`` the table the plan wrote the runtime to.
+    the default, CDI, what ``request.settings`` names and the key paths in ``expected`` (method=dropin: the root
+    file's ``imports``). ``written`` is the candidate file (parsed), whose runtimes tables the message names;
+    ``written_table`` the table the plan wrote the runtime to.
     Pure: no I/O. Raises ContainerdConfigError naming the tables and the fix; the file is then left as it was.
     """
     problems = []
@@ -959,6 +1001,7 @@ def verify_reading(
             (*paths.cri, "enable_cdi"),
             (*paths.cri, "cdi_spec_dirs"),
             *_settings_tails(request.settings),
+            *expected,
         ]
         allowed = [a for a in allowed if a]
         changed = [p for p in _differences(before, after) if not _covered(p, allowed)]

@@ -56,6 +56,13 @@ ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
 VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
 # The toolkit's own defaults for the two keys (REFERENCE.md).
 TOOLKIT_DEFAULTS = {ENVVAR_KEY: True, VOLUME_MOUNTS_KEY: False}
+# The OCI annotation prefixes NVIDIA's runtime reads CDI device requests from (table and key of config.toml), and
+# its default when config.toml names none (toolkit 1.20, api/config/v1/config.go GetDefault: cdi.AnnotationPrefix).
+# An empty list: the runtime takes no device request from annotations (internal/config/image/cuda_image.go,
+# cdiDeviceRequestsFromAnnotations returns nil without prefixes).
+CDI_TABLE = "nvidia-container-runtime.modes.cdi"
+CDI_PREFIXES_KEY = "annotation-prefixes"
+CDI_PREFIXES_DEFAULT = ["cdi.k8s.io/"]
 # Host daemons that open /dev/nvidia* and are no workload.
 HOST_GPU_DAEMONS = frozenset({"nvidia-persiste", "nv-fabricmanager", "nv-hostengine", DEVICE_PLUGIN_COMM})
 NVIDIA_DEVICE_RE = re.compile(r"/dev/nvidia\d+")
@@ -241,9 +248,21 @@ def _top_level(text: str) -> str:
     return text[: match.start()] if match else text
 
 
+def cdi_annotation_prefixes(text) -> list | None:
+    """annotation-prefixes of config.toml's [nvidia-container-runtime.modes.cdi] table (None when unset)."""
+    header = re.search(rf"^[ \t]*\[[ \t]*{re.escape(CDI_TABLE)}[ \t]*\][ \t]*(#.*)?$", text or "", re.MULTILINE)
+    if header is None:
+        return None
+    body = _top_level(text[header.end() :])
+    value = re.search(rf"^[ \t]*{re.escape(CDI_PREFIXES_KEY)}[ \t]*=[ \t]*\[(.*?)\]", body, re.MULTILINE | re.DOTALL)
+    if value is None:
+        return None
+    return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value.group(1))]
+
+
 def toolkit_config_facts(root: str = "/", path: str = TOOLKIT_CONFIG) -> dict:
-    """The two keys of the toolkit's config.toml as the file sets them (null when unset) and as they act
-    (the toolkit's defaults for unset keys)."""
+    """The two keys of the toolkit's config.toml and its CDI annotation prefixes as the file sets them (null when
+    unset) and as they act (the toolkit's defaults for unset keys)."""
     text = _read(_rooted(root, path))
     facts = {"path": path, "exists": text is not None}
     for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
@@ -251,6 +270,9 @@ def toolkit_config_facts(root: str = "/", path: str = TOOLKIT_CONFIG) -> dict:
         value = None if match is None else match.group(1) == "true"
         facts[name] = value
         facts[name + "_effective"] = TOOLKIT_DEFAULTS[key] if value is None else value
+    prefixes = cdi_annotation_prefixes(text)
+    facts["cdi_annotation_prefixes"] = prefixes
+    facts["cdi_annotation_prefixes_effective"] = list(CDI_PREFIXES_DEFAULT) if prefixes is None else prefixes
     return facts
 
 
@@ -298,7 +320,8 @@ def _delivers(strategy: str, state: dict, toolkit: dict, name: str) -> bool:
     if strategy == "volume-mounts":
         return nvidia and bool(toolkit.get("accept_volume_mounts_effective"))
     if strategy == "cdi-annotations":
-        return bool(state.get("cdi")) or nvidia
+        # the runtime's own CDI, or NVIDIA's runtime as the default where it reads CDI annotations
+        return bool(state.get("cdi")) or (nvidia and bool(toolkit.get("cdi_annotation_prefixes_effective", True)))
     if strategy == "cdi-cri":
         return bool(state.get("cdi"))
     return False
@@ -419,6 +442,9 @@ def refusal(
         changes.append(f"{ENVVAR_KEY} true -> false")
     if toolkit_now.get("accept_volume_mounts_effective") and not toolkit_planned.get("accept_volume_mounts_effective"):
         changes.append(f"{VOLUME_MOUNTS_KEY} true -> false")
+    prefixes_now = toolkit_now.get("cdi_annotation_prefixes_effective")
+    if prefixes_now and not toolkit_planned.get("cdi_annotation_prefixes_effective", prefixes_now):
+        changes.append(f"{CDI_TABLE}.{CDI_PREFIXES_KEY} {prefixes_now} -> []")
     workloads = ", ".join(f"{p['comm']} (pid {p['pid']})" for p in gpu_pods[:5]) or "none right now"
     return (
         f"Refusing to change {node}: it runs {_describe(plugin)}, and GPU pods get their GPUs through"
@@ -437,11 +463,17 @@ def refusal(
 
 
 def toolkit_planned(toolkit_now: dict, settings: dict) -> dict:
-    """The toolkit config's two keys as they act after a merge of `settings` (top-level keys of config.toml)."""
+    """The toolkit config's two keys and CDI annotation prefixes as they act after a merge of `settings` (config.toml
+    as a nested dict)."""
     planned = dict(toolkit_now)
     for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
         if key in (settings or {}):
             planned[name + "_effective"] = bool(settings[key])
+    cdi = settings or {}
+    for part in CDI_TABLE.split("."):
+        cdi = cdi.get(part) if isinstance(cdi, dict) else None
+    if isinstance(cdi, dict) and isinstance(cdi.get(CDI_PREFIXES_KEY), list):
+        planned["cdi_annotation_prefixes_effective"] = list(cdi[CDI_PREFIXES_KEY])
     return planned
 
 

@@ -152,6 +152,15 @@ def node_socket(container: str, path: str = CONTAINERD_SOCKET) -> str:
     return f"unix:///proc/{pid}/root{path}"
 
 
+def crio_client(container: str, cgroup_manager: str, **kwargs) -> CriClient:
+    """A CRI client for CRI-O in a node container, as that node's kubelet: a cgroupfs parent where CRI-O runs
+    cgroupfs (it refuses a slice there), a slice with systemd, and a PID namespace per container (the kubelet's
+    default; CRI-O then starts no pause container, whose oom_score_adj of -998 a node container cannot set).
+    ``cgroup_manager``: [crio.runtime] cgroup_manager of the running CRI-O (`crio status config`)."""
+    parent = "/gpunode_test" if cgroup_manager == "cgroupfs" else "gpunode_test.slice"
+    return CriClient(node_socket(container, CRIO_SOCKET), cgroup_parent=parent, pid_per_container=True, **kwargs)
+
+
 def _proto_value(message, value: str):
     """KeyValue.value is a string in older CRI protos and bytes in newer ones (k8s.io/cri-api >= 1.34)."""
     field = message.DESCRIPTOR.fields_by_name["value"]
@@ -354,7 +363,7 @@ class CriClient:
         the node) when the container ran to its end, or (None, the runtime's error) when the sandbox or the
         container failed."""
         pb = self.pb
-        namespaces = pb.NamespaceOption(network=pb.NODE)
+        namespaces = pb.NamespaceOption(network=pb.NODE, **self.pid)
         uid = f"{name}-{time.time_ns()}"
         log_dir = f"/var/log/pods/gpunode-test_{name}_{uid}"
         sandbox_config = pb.PodSandboxConfig(
@@ -362,7 +371,7 @@ class CriClient:
             log_directory=log_dir,
             annotations=pod_annotations or {},
             linux=pb.LinuxPodSandboxConfig(
-                cgroup_parent="gpunode_test.slice",
+                cgroup_parent=self.cgroup_parent,
                 security_context=pb.LinuxSandboxSecurityContext(namespace_options=namespaces),
             ),
         )

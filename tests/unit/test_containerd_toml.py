@@ -563,12 +563,16 @@ class FakeNode:
         self.files = dict(files)
         self.containerd = containerd
         self.commands: list[str] = []
+        self.pair_commands: list[str] = []
         self.copies: list[dict] = []
         self.modules: list[tuple[str, dict]] = []
         self.copy_result: dict = {}
         self.transferred: dict = {}
         # containerd's reading of a candidate file: here the candidate itself (a test may replace it)
         self.read_candidate = lambda text: {"rc": 0, "stdout": text, "stderr": ""}
+        # containerd's reading of a staged root file with its drop-in (method=dropin): containerd 2.x's (a test may
+        # replace it); the drop-in's directory is staged as a copy of the node's with the candidate in it
+        self.read_pair = self.merged_reading
 
     def transfer(self, remote_path, data):
         self.transferred[remote_path] = data
@@ -578,6 +582,14 @@ class FakeNode:
         self.commands.append(cmd)
         if self.containerd is None:
             return {"rc": 127, "stdout": "", "stderr": "containerd: not found"}
+        if cmd.startswith("/bin/sh -c ") and "containerd-root-" in cmd:  # a staged root file with its drop-in
+            root = next(path for path in self.transferred if "containerd-root-" in path and path in cmd)
+            dropin = next((path for path in self.transferred if "containerd-dropin-" in path and path in cmd), None)
+            stage = re.search(r"s='?([^ ';]+containerd-dropin-[a-z0-9]+)'?;", cmd).group(1)
+            name = re.search(r"rm -f \"\$s\"/'?([^ ';]+)'?;", cmd).group(1)
+            directory = re.search(r"if \[ -d '?([^ ';]+)'? \]", cmd).group(1)
+            self.pair_commands.append(cmd)
+            return self.read_pair(self.transferred[root], stage, directory, name, self.transferred.get(dropin))
         if cmd.startswith("/bin/sh -c ") and "config dump" in cmd:  # the candidate, staged beside the file
             source = next(path for path in self.transferred if path in cmd)
             return self.read_candidate(self.transferred[source])
@@ -589,6 +601,26 @@ class FakeNode:
             path = cmd.split("--config ", 1)[1].rsplit(" config dump", 1)[0].strip("'")
             return {"rc": 0, "stdout": self.files[path], "stderr": ""}
         raise AssertionError(f"unexpected command {cmd}")
+
+    def merged_reading(self, root_text: str, stage: str, directory: str, name: str, dropin_text) -> dict:
+        """What containerd 2.x reads: the root file, then each import in order, plugin tables deep-merged; files
+        of the staged directory are the node's files there, the candidate drop-in in place of ``name``."""
+        import fnmatch
+        import posixpath
+
+        staged = {p: t for p, t in self.files.items() if posixpath.dirname(p) == directory and not p.endswith(name)}
+        staged = {posixpath.join(stage, posixpath.basename(p)): t for p, t in staged.items()}
+        if dropin_text is not None:
+            staged[posixpath.join(stage, name)] = dropin_text
+        reading = plain(root_text)
+        imported = []
+        for entry in reading.get("imports", []):
+            pool = staged if entry.startswith(stage + "/") else self.files
+            for path in sorted(p for p in pool if fnmatch.fnmatchcase(p, entry)):
+                reading = merge(reading, {k: v for k, v in plain(pool[path]).items() if k != "version"})
+                imported.append(path)
+        reading["imports"] = imported
+        return {"rc": 0, "stdout": tomlkit.dumps(reading), "stderr": ""}
 
     def stat(self, path, all_vars, follow, checksum=True):
         directories = {p.rsplit("/", 1)[0] for p in self.files} | {"/etc/containerd"}
@@ -744,6 +776,56 @@ def test_action_dropin_on_containerd_2_writes_the_dropin_first_then_the_root():
     ) in node.modules
     again = run_action(node, {"runtime": NVIDIA, "method": "dropin"})
     assert again["changed"] is False
+
+
+def test_action_dropin_asks_containerd_how_it_reads_the_root_file_with_the_dropin():
+    """Issue 24 item 6 for method=dropin: the current pair and the candidate pair are read by containerd from a
+    staged copy of the drop-in directory (root only, removed at once); the first run has no drop-in yet."""
+    node = FakeNode({PATH: V3}, containerd="containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7")
+    result = run_action(node, {"runtime": NVIDIA, "method": "dropin"})
+    assert result["changed"] is True, result
+    assert len(node.pair_commands) == 2
+    for command in node.pair_commands:
+        assert "umask 077" in command and "rm -rf" in command and "cp -a" in command
+        assert "/etc/containerd/conf.d" in command and "config dump" in command
+    current, candidate = node.pair_commands
+    assert "cat " not in current and "cat " in candidate  # no drop-in yet; then the new one
+
+
+DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
+ADMIN_OVERRIDE = """version = 3
+[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]
+  BinaryName = "/usr/sbin/runc"
+"""
+
+
+def test_action_dropin_refuses_what_a_later_import_reads_otherwise_and_writes_nothing():
+    """An admin's drop-in after ours gives nvidia another binary: containerd's reading of the pair says so, the
+    refusal names the table, and neither file is written."""
+    root = V3  # imports = []: the run adds conf.d/*.toml, which then reads the admin's file after ours
+    admin = "/etc/containerd/conf.d/99-zz-admin.toml"
+    node = FakeNode({PATH: root, admin: ADMIN_OVERRIDE}, "containerd github.com/containerd/containerd/v2 v2.1.4 a")
+    before = dict(node.files)
+    result = run_action(node, {"runtime": NVIDIA, "method": "dropin"})
+    assert result["failed"] is True, result
+    said = result["msg"]
+    assert f"containerd reads the new {DROPIN} (imported by {PATH}) otherwise than meant" in said, said
+    assert "runtimes.nvidia.options.BinaryName is '/usr/sbin/runc', not '/usr/bin/nvidia-container-runtime'" in said
+    assert f"{DROPIN} (imported by {PATH}) was left as it was" in said
+    assert node.copies == [] and node.files == before
+
+
+def test_stage_imports_moves_the_dropin_directory_and_makes_the_rest_absolute():
+    root = 'version = 3\nimports = ["conf.d/*.toml", "/etc/containerd/other.toml", "../x/*.toml"]\n'
+    staged = plain(ct.stage_imports(root, PATH, DROPIN, "/tmp/stage"))
+    assert staged["imports"] == ["/tmp/stage/*.toml", "/etc/containerd/other.toml", "/etc/x/*.toml"]
+    assert ct.stage_imports("version = 3\n", PATH, DROPIN, "/tmp/stage") == "version = 3\n"
+    reading = {"version": 3, "imports": ["/tmp/root.toml", "/tmp/stage/99-nvidia.toml", "/etc/x/a.toml"]}
+    assert ct.unstage_reading(reading, "/tmp/root.toml", PATH, "/tmp/stage", DROPIN)["imports"] == [
+        PATH,
+        DROPIN,
+        "/etc/x/a.toml",
+    ]
 
 
 def test_action_reports_a_failed_validation_and_names_the_file():

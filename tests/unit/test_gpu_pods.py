@@ -155,6 +155,32 @@ def test_toolkit_config_keys_as_set_and_as_they_act(tmp_path):
     assert TOOLKIT_UPSTREAM["accept_volume_mounts_effective"] is False
 
 
+@pytest.mark.parametrize(
+    ("text", "prefixes"),
+    [
+        ('[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = []\ndefault-kind = "nvidia.com/gpu"\n', []),
+        # the package's config (nvidia-ctk config default) and a list over lines, single-quoted
+        ('[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = ["cdi.k8s.io/"]\n', ["cdi.k8s.io/"]),
+        ("[nvidia-container-runtime.modes.cdi]  # x\nannotation-prefixes = [\n  'a/',\n  \"b/\",\n]\n", ["a/", "b/"]),
+        # unset: the key absent, commented, in another table, or no such table
+        ("[nvidia-container-runtime.modes.cdi]\n#annotation-prefixes = []\n", None),
+        (
+            "[nvidia-container-runtime.modes.cdi]\n[nvidia-container-runtime.modes.csv]\nannotation-prefixes = []\n",
+            None,
+        ),
+        ("annotation-prefixes = []\n", None),
+    ],
+)
+def test_toolkit_config_cdi_annotation_prefixes_as_set_and_as_they_act(tmp_path, text, prefixes):
+    path = tmp_path / "etc/nvidia-container-runtime/config.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    facts = gpu_pods.toolkit_config_facts(str(tmp_path))
+    assert facts["cdi_annotation_prefixes"] == prefixes
+    assert facts["cdi_annotation_prefixes_effective"] == (["cdi.k8s.io/"] if prefixes is None else prefixes)
+    assert TOOLKIT_UPSTREAM["cdi_annotation_prefixes_effective"] == ["cdi.k8s.io/"]
+
+
 def test_runtime_states():
     cns = (Path(__file__).parents[1] / "fixtures/gpu_pods/cns-containerd-config.toml").read_text()
     assert gpu_pods.containerd_runtime_state([cns], "1.7.24") == {"default": "nvidia", "cdi": False}
@@ -252,6 +278,24 @@ def test_refusal_names_the_node_what_runs_and_both_ways_forward():
 )
 def test_refusal_cases(plugin, current, kwargs, refused):
     assert bool(_refusal(plugin, current, **kwargs)) is refused
+
+
+def test_closing_cdi_annotations_is_refused_where_nvidia_as_the_default_delivers_them():
+    """cdi-annotations on a runtime without CDI of its own (containerd 1.6) reach GPU pods only through NVIDIA's
+    runtime as the default, which reads them with its annotation prefixes: [] would take the GPUs away."""
+    plugin = dict(PLUGIN_ENVVAR, strategies=["cdi-annotations"])
+    current = {"containerd": {"default": "nvidia", "cdi": False, "cdi_supported": False}}
+    closed = gpu_pods.toolkit_planned(
+        TOOLKIT_UPSTREAM, {"nvidia-container-runtime": {"modes": {"cdi": {"annotation-prefixes": []}}}}
+    )
+    assert closed["cdi_annotation_prefixes_effective"] == []
+    kept = gpu_pods.toolkit_planned(TOOLKIT_UPSTREAM, {"accept-nvidia-visible-devices-as-volume-mounts": False})
+    assert kept["cdi_annotation_prefixes_effective"] == ["cdi.k8s.io/"]
+    message = _refusal(plugin, current, set_as_default=True, enable_cdi=False, toolkit_planned=closed)
+    assert "nvidia-container-runtime.modes.cdi.annotation-prefixes ['cdi.k8s.io/'] -> []" in message, message
+    assert not _refusal(plugin, current, set_as_default=True, enable_cdi=False, toolkit_planned=kept)
+    # with the runtime's own CDI the prefixes do not matter
+    assert not _refusal(plugin, dict(current, containerd=dict(current["containerd"], cdi=True)), toolkit_planned=closed)
 
 
 def test_docker_default_nvidia_with_envvar_is_refused_and_other_runtimes_do_not_count():

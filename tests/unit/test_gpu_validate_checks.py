@@ -1848,6 +1848,7 @@ def test_crio_sys_admin_row_fails_when_the_default_handler_hands_out_gpus():
     p = params(crio_test_image="busybox")
     ok = checks.crio_sys_admin_row(p, gpu, {**c, "live": {"default": "runc"}}, (0, "0", ""))
     assert ok["status"] == "ok" and "through CRI-O's default runtime runc: no /dev/nvidia* device" in ok["detail"]
+    assert ok["detail"].endswith(checks.SYS_ADMIN_NOTE), ok  # what NVIDIA's runtime makes of CAP_SYS_ADMIN
     bad = checks.crio_sys_admin_row(p, gpu, c, (0, "2", ""))
     assert bad["status"] == "fail"
     assert "through CRI-O's default runtime nvidia sees 2 /dev/nvidia* devices" in bad["detail"]

@@ -13,6 +13,7 @@ PARAMS = doctor_params(checks)
 CONFIG = "/etc/nvidia-container-runtime/config.toml"
 VOLUME = "toolkit: GPU by volume mount"
 ANNOTATION = "containerd: CDI annotations of pods"
+CRIO_ANNOTATION = "crio: CDI annotations of pods"
 
 
 def params(**overrides) -> dict:
@@ -31,6 +32,9 @@ class Files:
 
 HARDENED = 'accept-nvidia-visible-devices-as-volume-mounts = false\n[nvidia-container-runtime]\nlog-level = "info"\n'
 OPEN = HARDENED.replace("= false", "= true")
+# what the toolkit role writes since CRI-O's door (issue 24): NVIDIA's runtime reads no CDI annotation
+CLOSED = HARDENED + "[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = []\n"
+CRIO = {"ok": True, "registered": True}
 
 
 @pytest.mark.parametrize(
@@ -159,3 +163,36 @@ def test_the_doors_family_reads_config_toml_once_and_checks_containerd_when_it_i
     assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "ok")]
     rows = checks.check_doors(params(), {}, Files({}), False, None)
     assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "skipped")]
+
+
+@pytest.mark.parametrize(
+    ("state", "toolkit", "status", "in_detail"),
+    [
+        (CRIO, CLOSED, "ok", "prefixes none (annotation-prefixes = [])"),
+        # CRI-O passes every pod annotation on: any prefix is a door
+        (CRIO, HARDENED, "fail", "with prefix cdi.k8s.io/ as CDI device requests"),  # the runtime's default
+        (CRIO, None, "fail", "any pod with RuntimeClass nvidia gets a GPU by annotation"),  # no config.toml
+        (
+            CRIO,
+            HARDENED + '[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = ["example.com/"]\n',
+            "fail",
+            "example.com/",
+        ),
+        ({"ok": True, "registered": False}, HARDENED, "skipped", "no nvidia runtime handler"),
+        ({"ok": False, "registered": False}, HARDENED, "skipped", "no nvidia runtime handler"),
+    ],
+)
+def test_the_crio_cdi_annotation_row(state, toolkit, status, in_detail):
+    row = checks.crio_cdi_annotation_row(params(), state, toolkit)
+    assert row["check"] == CRIO_ANNOTATION
+    assert row["status"] == status, row
+    assert in_detail in row["detail"], row
+    if status == "fail":
+        assert "nvidia_container_toolkit_cdi_annotation_prefixes: []" in row["fix"], row
+
+
+def test_the_doors_family_checks_crio_when_it_is_a_runtime():
+    rows = checks.check_doors(params(), {}, Files({CONFIG: HARDENED}), True, None, CRIO)
+    assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "ok"), (CRIO_ANNOTATION, "fail")]
+    rows = checks.check_doors(params(), {}, Files({CONFIG: CLOSED}), True, _state(_dump(["cdi.k8s.io/*"])), CRIO)
+    assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "ok"), (ANNOTATION, "ok"), (CRIO_ANNOTATION, "ok")]

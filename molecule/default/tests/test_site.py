@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ testinfra_hosts = [
     "ansible://site-forky",
     "ansible://site-debian11",
     "ansible://site-ubuntu2404",
+    "ansible://site-crio",
 ]
 
 REPORT = "/var/lib/gpu-node-provisioning/validate.json"
@@ -29,6 +31,7 @@ RUNTIMES = {
     "site-forky": ["docker", "containerd"],
     "site-debian11": ["docker"],  # Python 3.9 on the node
     "site-ubuntu2404": ["containerd"],  # Ubuntu's own containerd package
+    "site-crio": ["crio"],  # CRI-O 1.35.6, upstream's build
 }
 
 
@@ -60,7 +63,7 @@ def test_each_runtime_of_the_node_passes_the_doctor(host, check):
 
 def test_runtimes_the_node_does_not_have_are_not_checked(host):
     checks = _checks(host)
-    for runtime in {"docker", "containerd"} - set(RUNTIMES[_name(host)]):
+    for runtime in {"docker", "containerd", "crio"} - set(RUNTIMES[_name(host)]):
         assert f"{runtime}: nvidia runtime" not in checks
 
 
@@ -88,12 +91,16 @@ def test_nvidia_is_registered_but_never_the_default(host):
         dump = host.check_output("containerd config dump")
         assert "runtimes.nvidia" in dump
         assert "default_runtime_name = 'runc'" in dump or 'default_runtime_name = "runc"' in dump
+    if "crio" in RUNTIMES[_name(host)]:
+        runtime = tomllib.loads(host.check_output("crio status config 2>/dev/null"))["crio"]["runtime"]
+        assert "nvidia" in runtime["runtimes"] and runtime["default_runtime"] == "runc", runtime
 
 
 def test_toolkit_hardening_is_in_place(host):
     config = host.file("/etc/nvidia-container-runtime/config.toml").content_string
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in config
     assert "accept-nvidia-visible-devices-as-volume-mounts = false" in config
+    assert "annotation-prefixes = []" in config  # no GPU by a pod's CDI annotation (CRI-O passes them on)
 
 
 _CHECK_RUN: dict[str, object] = {}
@@ -252,3 +259,33 @@ def test_the_doctor_runs_a_sys_admin_container_through_cris_default_runtime_and_
         host.check_output("systemctl restart containerd")
         run_playbook(host, validate, {"gpu_validate_fail_on_error": False})
     assert _checks(host)[SYS_ADMIN_ROW]["status"] == "skipped"  # no GPU: the node's own report again
+
+
+def test_crio_runs_the_dropin_copied_from_its_own_config_and_serves_both_handlers(host):
+    """site-crio (issue 24): site.yml found CRI-O (nothing named it), and the running CRI-O has the nvidia handler
+    as a copy of its default runtime's entry (from `crio config`, the admin's runc with conmon) with only the binary
+    replaced; through the CRI a pod runs through the nvidia handler (NVIDIA's real runtime logs its create) and one
+    through the default handler (runc: NVIDIA's runtime never called)."""
+    if _name(host) != "site-crio":
+        return
+    sys.path.insert(0, str(SCENARIO.parents[1]))
+    from tests.cri.client import crio_client
+    from tests.cri.doors import STARTED, log_since, log_size
+
+    runtime = tomllib.loads(host.check_output("crio status config 2>/dev/null"))["crio"]["runtime"]
+    runc, nvidia = runtime["runtimes"]["runc"], runtime["runtimes"]["nvidia"]
+    assert nvidia["runtime_path"] == "/usr/bin/nvidia-container-runtime"
+    assert {**nvidia, "runtime_path": ""} == {**runc, "runtime_path": ""}
+    run = ["sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"]
+    for handler, through_nvidia in (("nvidia", True), ("", False)):
+        offset = log_size(host)
+        with crio_client(_name(host), runtime.get("cgroup_manager", "systemd")) as cri:
+            assert cri.runtime_ready(), cri.status()
+            _sandbox, error = cri.try_pod(
+                f"site-{handler or 'default'}", handler, "docker.io/gpunode-test/busybox:latest", run
+            )
+        assert error is None, (handler, error)
+        assert (STARTED in log_since(host, offset)) is through_nvidia, handler
+    checks = _checks(host)
+    for row in ("crio: CRI", "crio: running config", "crio: CDI annotations of pods"):
+        assert checks[row]["status"] == "ok", checks[row]

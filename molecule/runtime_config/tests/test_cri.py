@@ -19,6 +19,8 @@ SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parents[1]))
 from tests.cri.client import CriClient, node_socket
 
+# the docker and containerd nodes (rc-crio has tests of its own: test_crio.py, test_crio_doors.py)
+testinfra_hosts = [f"ansible://{name}" for name in ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204")]
 STANDIN_LOG = "/var/log/nvidia-container-runtime-standin.log"
 IMAGE = "docker.io/gpunode-test/busybox:latest"
 PACKAGED = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "containerd" / "debian-packaged-config.toml"

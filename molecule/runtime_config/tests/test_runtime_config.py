@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import tomllib
 
+# the docker and containerd nodes (rc-crio has tests of its own: test_crio.py, test_crio_doors.py)
+testinfra_hosts = [f"ansible://{name}" for name in ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204")]
 DAEMON_JSON = "/etc/docker/daemon.json"
 CONTAINERD_TOML = "/etc/containerd/config.toml"
 IMAGE = "gpunode-test/busybox:latest"
