@@ -478,31 +478,48 @@ def scenario(
     logs: Path,
     stamp: str,
     last: bool,
-    strategy: str = "linear",
+    strategies: list[str] | None = None,
 ) -> list[Run]:
+    """Fresh nodes for `count`, then each strategy's runs on them.
+
+    Fresh (default): one strategy per call, first converge and no-op re-run. --converged: the nodes
+    come from the converged image, and every strategy times its no-op re-run on the same nodes.
+    """
+    strategies = strategies or ["linear"]
     names = node_names(count)
     runs: list[Run] = []
     remove_nodes(names)  # leftovers of an interrupted run
     converged = getattr(args, "converged", False)
     image = CONVERGED_IMAGE if converged else args.image
+    pipe = "pipe" if pipelining else "nopipe"
     with tempfile.TemporaryDirectory(prefix="bench-inventory-") as tmp:
-        inventory = write_inventory(Path(tmp), names, Path(args.group_vars), connection_for(strategy, args.connection))
-        label = f"{count} node(s), pipelining {'on' if pipelining else 'off'}, {strategy}"
+        inventories = {}
+        for strategy in strategies:
+            (Path(tmp) / strategy).mkdir()
+            inventories[strategy] = write_inventory(
+                Path(tmp) / strategy, names, Path(args.group_vars), connection_for(strategy, args.connection)
+            )
+        label = f"{count} node(s), pipelining {'on' if pipelining else 'off'}"
         try:
             print(f"==> {label}: creating {', '.join(names)} from {image}", flush=True)
-            setup_log = logs / f"{stamp}-{count}n-{'pipe' if pipelining else 'nopipe'}-{strategy}-nodes.log"
-            create_nodes(names, inventory, args, setup_log, image, converged)
-            for kind in ("no-op",) if converged else ("converge", "no-op"):
-                print(f"==> {label}: {kind}", flush=True)
-                run = timed_run(kind, count, pipelining, inventory, args, logs, stamp, strategy, names)
-                runs.append(run)
-                print(
-                    f"    {run.wall_s:.1f} s, {run.tasks} tasks, {run.cpu_s_per_node:.1f} CPU s/node, "
-                    f"changed {run.changed}, rc {run.rc} ({run.log})",
-                    flush=True,
-                )
-                if run.rc != 0:
-                    break
+            first = inventories[strategies[0]]
+            create_nodes(
+                names, first, args, logs / f"{stamp}-{count}n-{pipe}-{strategies[0]}-nodes.log", image, converged
+            )
+            for strategy in strategies[1:]:  # the stand-in key each node trusts (bench/nodes.yml writes it)
+                shutil.copytree(first / "host_vars", inventories[strategy] / "host_vars", dirs_exist_ok=True)
+            for strategy in strategies:
+                for kind in ("no-op",) if converged else ("converge", "no-op"):
+                    print(f"==> {label}, {strategy}: {kind}", flush=True)
+                    run = timed_run(kind, count, pipelining, inventories[strategy], args, logs, stamp, strategy, names)
+                    runs.append(run)
+                    print(
+                        f"    {run.wall_s:.1f} s, {run.tasks} tasks, {run.cpu_s_per_node:.1f} CPU s/node, "
+                        f"changed {run.changed}, rc {run.rc} ({run.log})",
+                        flush=True,
+                    )
+                    if run.rc != 0:
+                        break
         finally:
             if not (args.keep and last):
                 remove_nodes(names)
@@ -709,16 +726,18 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    scenarios = [(s, p, n) for s in args.strategies for p in args.pipelining_settings for n in args.node_counts]
+    # --converged: each node count's nodes serve every strategy; fresh: every strategy gets fresh nodes
+    groups = [args.strategies] if args.converged else [[s] for s in args.strategies]
+    scenarios = [(g, p, n) for g in groups for p in args.pipelining_settings for n in args.node_counts]
     load_before = os.getloadavg()
     runs: list[Run] = []
     seed: Run | None = None
     try:
         if args.converged:
             seed = converge_seed(args, results_dir, stamp)
-        for index, (strategy, pipelining, count) in enumerate(scenarios):
+        for index, (strategies, pipelining, count) in enumerate(scenarios):
             runs += scenario(
-                count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1, strategy=strategy
+                count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1, strategies=strategies
             )
     finally:
         if args.converged and not args.keep:

@@ -321,36 +321,41 @@ def test_results_document_records_the_mode_the_seed_and_per_node_figures(monkeyp
     assert provision.results_document(provision.parse_args([]), "T", (0, 0, 0), [], [], None)["mode"] == "fresh"
 
 
-def test_converged_scenario_starts_nodes_from_the_converged_image_and_times_the_noop_only(tmp_path, monkeypatch):
+def test_converged_scenario_starts_nodes_once_and_times_each_strategys_noop_on_them(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(provision, "remove_nodes", lambda names: calls.append(("rm", tuple(names))))
-    monkeypatch.setattr(
-        provision,
-        "create_nodes",
-        lambda names, inventory, args, log, image, converged=False: calls.append(("create", image, converged)),
-    )
+
+    def create(names, inventory, args, log, image, converged=False):
+        calls.append(("create", image, converged))
+        (inventory / "host_vars" / "bench-node-1.yml").write_text("key: 1\n")
+
+    monkeypatch.setattr(provision, "create_nodes", create)
 
     def timed(kind, count, pipelining, inventory, args, logs, stamp, strategy="linear", names=None):
-        calls.append(("time", kind, tuple(names)))
-        return run(count, kind, 1.0)
+        hosts = yaml.safe_load((inventory / "hosts.yml").read_text())["all"]["children"]["gpu_nodes"]["hosts"]
+        trusted = (inventory / "host_vars" / "bench-node-1.yml").read_text()
+        calls.append(("time", kind, strategy, hosts["bench-node-1"]["ansible_connection"], trusted, tuple(names)))
+        return run(count, kind, 1.0, strategy=strategy)
 
     monkeypatch.setattr(provision, "timed_run", timed)
     args = provision.parse_args(["--converged", "--nodes", "2", "--group-vars", str(tmp_path / "none")])
-    runs = provision.scenario(2, True, args, tmp_path, "T", last=True)
+    runs = provision.scenario(2, True, args, tmp_path, "T", last=True, strategies=["linear", "mitogen"])
     names = ("bench-node-1", "bench-node-2")
     assert calls == [
         ("rm", names),
         ("create", provision.CONVERGED_IMAGE, True),
-        ("time", "no-op", names),
+        ("time", "no-op", "linear", "community.docker.docker", "key: 1\n", names),
+        ("time", "no-op", "mitogen", "docker", "key: 1\n", names),
         ("rm", names),
     ]
-    assert [r.kind for r in runs] == ["no-op"]
+    assert [(r.kind, r.strategy) for r in runs] == [("no-op", "linear"), ("no-op", "mitogen")]
     calls.clear()
-    provision.scenario(2, True, provision.parse_args(["--group-vars", str(tmp_path / "none")]), tmp_path, "T", True)
-    assert [c for c in calls if c[0] != "rm"] == [
+    fresh = provision.parse_args(["--group-vars", str(tmp_path / "none")])
+    provision.scenario(2, True, fresh, tmp_path, "T", True, strategies=["mitogen"])
+    assert [c[:3] for c in calls if c[0] != "rm"] == [
         ("create", "gpunode:debian12", False),
-        ("time", "converge", names),
-        ("time", "no-op", names),
+        ("time", "converge", "mitogen"),
+        ("time", "no-op", "mitogen"),
     ]
 
 
