@@ -191,6 +191,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "nodes started from that image (each node count gets fresh nodes); for 8, 16 or more nodes",
     )
     parser.add_argument(
+        "--reuse-converged",
+        action="store_true",
+        help=f"with --converged: start the nodes from the {CONVERGED_IMAGE} an earlier --keep left instead of "
+        "converging a seed node again",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help=f"keep the node containers of the last run (and {CONVERGED_IMAGE})"
     )
     args = parser.parse_args(argv)
@@ -208,6 +214,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not strategies or set(strategies) - set(STRATEGIES):
         parser.error(f"--strategy takes linear and/or mitogen, got {args.strategy!r}")
     args.strategies = list(dict.fromkeys(strategies))
+    if args.reuse_converged and not args.converged:
+        parser.error("--reuse-converged goes with --converged")
     args.forks = args.forks or max(4, *args.node_counts)
     if args.forks < max(args.node_counts):
         parser.error(f"--forks {args.forks} is below the largest node count {max(args.node_counts)}")
@@ -515,7 +523,9 @@ def scenario(
                     runs.append(run)
                     print(
                         f"    {run.wall_s:.1f} s, {run.tasks} tasks, {run.cpu_s_per_node:.1f} CPU s/node, "
-                        f"changed {run.changed}, rc {run.rc} ({run.log})",
+                        f"node CPU {_figure(run.node_cpu_s_per_node)} s/node, "
+                        f"{_figure(run.mem_mib_per_node)} MiB/node, "
+                        f"load {_load(run)}, changed {run.changed}, rc {run.rc} ({run.log})",
                         flush=True,
                     )
                     if run.rc != 0:
@@ -729,16 +739,22 @@ def main(argv: list[str] | None = None) -> int:
     # --converged: each node count's nodes serve every strategy; fresh: every strategy gets fresh nodes
     groups = [args.strategies] if args.converged else [[s] for s in args.strategies]
     scenarios = [(g, p, n) for g in groups for p in args.pipelining_settings for n in args.node_counts]
+    if args.reuse_converged and docker("image", "inspect", CONVERGED_IMAGE).returncode != 0:
+        print(f"ERROR: {CONVERGED_IMAGE} is missing: run with --converged --keep first.", file=sys.stderr)
+        return 2
     load_before = os.getloadavg()
     runs: list[Run] = []
     seed: Run | None = None
+    path = results_dir / f"{stamp}.json"
     try:
-        if args.converged:
+        if args.converged and not args.reuse_converged:
             seed = converge_seed(args, results_dir, stamp)
         for index, (strategies, pipelining, count) in enumerate(scenarios):
             runs += scenario(
                 count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1, strategies=strategies
             )
+            # after every node count, so that an interrupted benchmark keeps what it measured
+            path.write_text(json.dumps(results_document(args, stamp, load_before, runs, [], seed), indent=2) + "\n")
     finally:
         if args.converged and not args.keep:
             docker("image", "rm", CONVERGED_IMAGE)
@@ -753,7 +769,6 @@ def main(argv: list[str] | None = None) -> int:
         f"after: {' '.join(f'{x:.2f}' for x in load_after)} on {os.cpu_count()} CPUs"
     )
     document = results_document(args, stamp, load_before, runs, targets, seed)
-    path = results_dir / f"{stamp}.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nresults: {path}")
     return 0 if runs and all(r.rc == 0 for r in runs) else 1

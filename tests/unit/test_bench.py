@@ -69,6 +69,7 @@ def test_forks_follow_the_largest_node_count():
         ["--nodes", "1,6", "--forks", "4"],
         ["--strategy", "free"],
         ["--connection", "ssh"],
+        ["--reuse-converged"],
     ],
 )
 def test_bad_arguments_are_refused(argv, capsys):
@@ -219,6 +220,8 @@ def test_converged_mode_is_a_flag_and_takes_the_same_counts():
     assert args.node_counts == [1, 4, 8, 16]
     assert args.forks == 16
     assert args.pipelining_settings == [True]
+    assert args.reuse_converged is False
+    assert provision.parse_args(["--converged", "--reuse-converged"]).reuse_converged is True
 
 
 def _cgroup(root, *parts, **files):
