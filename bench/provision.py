@@ -17,7 +17,22 @@ Strategies: `linear` is ansible-core's, over the community.docker.docker connect
 linear otherwise) over the short-named `docker` connection that mitogen takes over.
 --connection docker_api runs the linear runs over community.docker.docker_api instead.
 
-Prints a table and writes the results as JSON to bench/results/<timestamp>.json.
+--converged times the no-op re-run only, on nodes that were converged once: the benchmark
+prepares and converges ONE seed node (bench-seed-1), stops it (a clean shutdown), commits it to a
+local image (gpunode-bench:converged) and starts every node count's nodes from that image: systemd
+boots them, and their docker, containerd and the stand-in repository come up as on a converged node
+after a reboot. docker's and containerd's stores are volumes, which a commit leaves out: the test
+image is imported into them again (untimed), then site.yml runs once on all nodes (the timed no-op,
+which must report changed=0). This is how 8 or 16 nodes fit on a small machine; the image goes at
+the end unless --keep.
+
+Next to the controller CPU each run records the CPU of the node containers themselves (their
+cgroup's cpuacct/cpu.stat; nested containers the doctor starts are not in it on a cgroup v1 host),
+their memory after the run (cgroup, counted as `docker stats` counts it) and the 1-minute load
+average before and after it.
+
+Prints a table, the no-op runs as a Markdown table (README's Benchmark section), and writes the
+results as JSON to bench/results/<timestamp>.json.
 
 Targets printed next to the results:
   - no-op re-run of one node <= 10 s and <= 60 tasks;
@@ -30,6 +45,7 @@ generated inventory (--group-vars).
 
     .venv/bin/python bench/provision.py                    # 1 and 4 nodes, pipelining on and off, both strategies
     .venv/bin/python bench/provision.py --nodes 1 --pipelining on --strategy linear
+    .venv/bin/python bench/provision.py --converged --nodes 1,4,8,16 --pipelining on   # fleet scale
 """
 
 from __future__ import annotations
@@ -51,6 +67,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 NODE_PREFIX = "bench-node-"
+SEED_NODE = "bench-seed-1"
+CONVERGED_IMAGE = "gpunode-bench:converged"
+# What a clone must not keep of the seed, recorded in the seed before the commit (bench/nodes.yml reads it):
+# the files the converge wrote the seed's name into (the doctor's report), and the modes of the devices
+# (a container has no udev to restore them at boot as the fuse role's rule does on a real node).
+SEED_RECORD = f"""set -euo pipefail
+mkdir -p /var/lib/gpunode-bench
+find /etc /var/lib /srv /opt /usr/local -xdev -type f -size -1024k \\
+    ! -path /etc/hostname ! -path /etc/hosts ! -path /etc/resolv.conf -print0 \\
+  | xargs -0 grep -lIF -- {SEED_NODE} > /var/lib/gpunode-bench/named-files || true
+for device in /dev/fuse; do [ ! -e "$device" ] || stat -c '%a %n' "$device"; done > /var/lib/gpunode-bench/device-modes
+: > /etc/machine-id
+"""
 NOOP_TARGET_S = 10.0
 NOOP_TARGET_TASKS = 60
 STRATEGIES = {"linear": "linear", "mitogen": "gpunode_mitogen"}
@@ -74,6 +103,11 @@ class Run:
     strategy: str = "linear"
     connection: str = "community.docker.docker"
     cpu_s: float = 0.0  # controller CPU (user + system) of the ansible-playbook process tree
+    node_cpu_s: float | None = None  # CPU of the node containers' cgroups during the run, all nodes
+    mem_mib_per_node: float | None = None  # mean memory of a node container right after the run
+    host_mem_available_mib: float | None = None  # the host's MemAvailable right after the run
+    load_before: float | None = None  # 1-minute load average when the run started
+    load_after: float | None = None
 
     @property
     def s_per_task(self) -> float:
@@ -82,6 +116,10 @@ class Run:
     @property
     def cpu_s_per_node(self) -> float:
         return self.cpu_s / self.nodes if self.nodes else 0.0
+
+    @property
+    def node_cpu_s_per_node(self) -> float | None:
+        return None if self.node_cpu_s is None or not self.nodes else self.node_cpu_s / self.nodes
 
     @property
     def label(self) -> str:
@@ -146,7 +184,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--results-dir", default=str(BENCH / "results"), help="where the JSON and the logs go (default: bench/results)"
     )
-    parser.add_argument("--keep", action="store_true", help="keep the node containers of the last run")
+    parser.add_argument(
+        "--converged",
+        action="store_true",
+        help=f"converge one seed node once, commit it to {CONVERGED_IMAGE} and time only the no-op re-run on "
+        "nodes started from that image (each node count gets fresh nodes); for 8, 16 or more nodes",
+    )
+    parser.add_argument(
+        "--reuse-converged",
+        action="store_true",
+        help=f"with --converged: start the nodes from the {CONVERGED_IMAGE} an earlier --keep left instead of "
+        "converging a seed node again",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help=f"keep the node containers of the last run (and {CONVERGED_IMAGE})"
+    )
     args = parser.parse_args(argv)
     try:
         args.node_counts = sorted({int(n) for n in args.nodes.split(",") if n.strip()})
@@ -162,6 +214,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if not strategies or set(strategies) - set(STRATEGIES):
         parser.error(f"--strategy takes linear and/or mitogen, got {args.strategy!r}")
     args.strategies = list(dict.fromkeys(strategies))
+    if args.reuse_converged and not args.converged:
+        parser.error("--reuse-converged goes with --converged")
     args.forks = args.forks or max(4, *args.node_counts)
     if args.forks < max(args.node_counts):
         parser.error(f"--forks {args.forks} is below the largest node count {max(args.node_counts)}")
@@ -232,6 +286,82 @@ def run_playbook(args: list[str], env: dict[str, str], log: Path) -> tuple[int, 
     return rc, time.monotonic() - start, children_cpu_s() - cpu_before
 
 
+def cgroup_dirs(container_id: str, controller: str, root: Path = Path("/sys/fs/cgroup")) -> list[Path]:
+    """Where the kernel accounts a container: cgroup v1 (cgroupfs or systemd driver), then v2."""
+    return [
+        root / controller / "docker" / container_id,
+        root / controller / "system.slice" / f"docker-{container_id}.scope",
+        root / "system.slice" / f"docker-{container_id}.scope",
+        root / "docker" / container_id,
+    ]
+
+
+def _stat_file(path: Path) -> dict[str, int]:
+    return {key: int(value) for key, value in (line.split() for line in path.read_text().splitlines() if line.strip())}
+
+
+def read_cgroup_cpu_s(directory: Path) -> float | None:
+    """CPU seconds of a cgroup: v1 cpuacct.usage (nanoseconds) or v2 cpu.stat usage_usec."""
+    if (directory / "cpuacct.usage").is_file():
+        return int((directory / "cpuacct.usage").read_text().strip()) / 1e9
+    if (directory / "cpu.stat").is_file():
+        return _stat_file(directory / "cpu.stat")["usage_usec"] / 1e6
+    return None
+
+
+def read_cgroup_mem_mib(directory: Path) -> float | None:
+    """Memory of a cgroup as `docker stats` counts it: usage less the inactive page cache, in MiB."""
+    if (directory / "memory.usage_in_bytes").is_file():  # v1
+        usage = int((directory / "memory.usage_in_bytes").read_text().strip())
+        inactive = _stat_file(directory / "memory.stat").get("total_inactive_file", 0)
+    elif (directory / "memory.current").is_file():  # v2
+        usage = int((directory / "memory.current").read_text().strip())
+        inactive = _stat_file(directory / "memory.stat").get("inactive_file", 0)
+    else:
+        return None
+    return max(usage - inactive, 0) / 2**20
+
+
+def _per_node(names: list[str], controller: str, read, root: Path) -> list[float] | None:
+    found = subprocess.run(
+        ["docker", "inspect", "--format", "{{.Id}}", *names], capture_output=True, text=True, check=False
+    )
+    ids = found.stdout.split()
+    if found.returncode != 0 or len(ids) != len(names):
+        return None
+    values = []
+    for container_id in ids:
+        value = next(
+            (v for d in cgroup_dirs(container_id, controller, root) if d.is_dir() and (v := read(d)) is not None),
+            None,
+        )
+        if value is None:
+            return None
+        values.append(value)
+    return values
+
+
+def nodes_cpu_s(names: list[str], root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPU seconds the node containers used so far, all of them; None where a cgroup cannot be read."""
+    values = _per_node(names, "cpuacct", read_cgroup_cpu_s, root)
+    return None if values is None else sum(values)
+
+
+def nodes_mem_mib(names: list[str], root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """Mean memory of the node containers now, in MiB (their cgroups; `docker stats` shows 0 on some hosts)."""
+    values = _per_node(names, "memory", read_cgroup_mem_mib, root)
+    return None if values is None else sum(values) / len(values)
+
+
+def mem_available_mib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
+    """The host's MemAvailable in MiB."""
+    try:
+        fields = dict(line.split(":", 1) for line in meminfo.read_text().splitlines() if ":" in line)
+        return int(fields["MemAvailable"].split()[0]) / 1024
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def remove_nodes(names: list[str]) -> None:
     subprocess.run(["docker", "rm", "-f", "-v", *names], capture_output=True, check=False)
 
@@ -245,13 +375,21 @@ def timed_run(
     logs: Path,
     stamp: str,
     strategy: str = "linear",
+    names: list[str] | None = None,
 ) -> Run:
     tag = f"{count}n-{'pipe' if pipelining else 'nopipe'}-{strategy}-{kind}"
     stats = logs / f"{stamp}-{tag}.stats.json"
     log = logs / f"{stamp}-{tag}.log"
+    names = names if names is not None else node_names(count)
+    load_before = os.getloadavg()[0]
+    node_cpu_before = nodes_cpu_s(names)
     rc, wall, cpu = run_playbook(
         ["-i", str(inventory), args.playbook], ansible_env(pipelining, args.forks, stats, strategy), log
     )
+    node_cpu_after = nodes_cpu_s(names)
+    load_after = os.getloadavg()[0]
+    mem = nodes_mem_mib(names)
+    available = mem_available_mib()
     counted = json.loads(stats.read_text()) if stats.exists() else {}
     results = counted.get("results", {})
     return Run(
@@ -269,7 +407,76 @@ def timed_run(
         strategy=strategy,
         connection=connection_for(strategy, getattr(args, "connection", "docker")),
         cpu_s=round(cpu, 2),
+        node_cpu_s=(
+            None if node_cpu_before is None or node_cpu_after is None else round(node_cpu_after - node_cpu_before, 2)
+        ),
+        mem_mib_per_node=None if mem is None else round(mem, 1),
+        host_mem_available_mib=None if available is None else round(available),
+        load_before=round(load_before, 2),
+        load_after=round(load_after, 2),
     )
+
+
+def create_nodes(
+    names: list[str], inventory: Path, args: argparse.Namespace, log: Path, image: str, converged: bool = False
+) -> None:
+    """Start the node containers and prepare them (bench/nodes.yml); exit on failure."""
+    rc, _, _ = run_playbook(
+        [
+            "-i",
+            str(inventory),
+            str(BENCH / "nodes.yml"),
+            "-e",
+            json.dumps(
+                {"nodes": names, "bench_image": image, "bench_converged": converged, "bench_seed_name": SEED_NODE}
+            ),
+        ],
+        ansible_env(True, args.forks, log.with_suffix(".stats.json")),
+        log,
+    )
+    if rc != 0:
+        raise SystemExit(f"creating the nodes failed (exit {rc}); see {log}")
+
+
+def docker(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *argv], capture_output=True, text=True, check=False)
+
+
+def converge_seed(args: argparse.Namespace, logs: Path, stamp: str) -> Run:
+    """Prepare and converge one node, shut it down cleanly and commit it to CONVERGED_IMAGE.
+
+    Returns the seed's converge run. docker's and containerd's stores are volumes and stay out of
+    the image; nodes.yml imports the test image into them again (bench_converged).
+    """
+    names = [SEED_NODE]
+    strategy, pipelining = args.strategies[0], args.pipelining_settings[0]
+    remove_nodes(names)
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-inventory-") as tmp:
+            inventory = write_inventory(
+                Path(tmp), names, Path(args.group_vars), connection_for(strategy, args.connection)
+            )
+            print(f"==> seed node {SEED_NODE}: creating from {args.image}", flush=True)
+            create_nodes(names, inventory, args, logs / f"{stamp}-seed-nodes.log", args.image)
+            print(f"==> seed node {SEED_NODE}: converge ({strategy})", flush=True)
+            run = timed_run("converge", 1, pipelining, inventory, args, logs, f"{stamp}-seed", strategy, names)
+            print(f"    {run.wall_s:.1f} s, {run.tasks} tasks, rc {run.rc} ({run.log})", flush=True)
+            if run.rc != 0:
+                raise SystemExit(f"converging the seed node failed (exit {run.rc}); see {run.log}")
+        # what a clone must set for itself; every node started from the image makes its own machine id
+        recorded = docker("exec", SEED_NODE, "bash", "-c", SEED_RECORD)
+        if recorded.returncode != 0:
+            raise SystemExit(f"recording the seed's names and device modes failed: {recorded.stderr.strip()}")
+        stopped = docker("stop", "--time", "60", SEED_NODE)
+        if stopped.returncode != 0:
+            raise SystemExit(f"stopping {SEED_NODE} failed: {stopped.stderr.strip()}")
+        committed = docker("commit", SEED_NODE, CONVERGED_IMAGE)
+        if committed.returncode != 0:
+            raise SystemExit(f"committing {SEED_NODE} to {CONVERGED_IMAGE} failed: {committed.stderr.strip()}")
+        print(f"==> seed node {SEED_NODE}: committed to {CONVERGED_IMAGE}", flush=True)
+    finally:
+        remove_nodes(names)
+    return run
 
 
 def scenario(
@@ -279,41 +486,50 @@ def scenario(
     logs: Path,
     stamp: str,
     last: bool,
-    strategy: str = "linear",
+    strategies: list[str] | None = None,
 ) -> list[Run]:
+    """Fresh nodes for `count`, then each strategy's runs on them.
+
+    Fresh (default): one strategy per call, first converge and no-op re-run. --converged: the nodes
+    come from the converged image, and every strategy times its no-op re-run on the same nodes.
+    """
+    strategies = strategies or ["linear"]
     names = node_names(count)
     runs: list[Run] = []
     remove_nodes(names)  # leftovers of an interrupted run
+    converged = getattr(args, "converged", False)
+    image = CONVERGED_IMAGE if converged else args.image
+    pipe = "pipe" if pipelining else "nopipe"
     with tempfile.TemporaryDirectory(prefix="bench-inventory-") as tmp:
-        inventory = write_inventory(Path(tmp), names, Path(args.group_vars), connection_for(strategy, args.connection))
-        label = f"{count} node(s), pipelining {'on' if pipelining else 'off'}, {strategy}"
-        try:
-            print(f"==> {label}: creating {', '.join(names)}", flush=True)
-            setup_log = logs / f"{stamp}-{count}n-{'pipe' if pipelining else 'nopipe'}-{strategy}-nodes.log"
-            rc, _, _ = run_playbook(
-                [
-                    "-i",
-                    str(inventory),
-                    str(BENCH / "nodes.yml"),
-                    "-e",
-                    json.dumps({"nodes": names, "bench_image": args.image}),
-                ],
-                ansible_env(True, args.forks, logs / f"{stamp}-nodes.stats.json"),
-                setup_log,
+        inventories = {}
+        for strategy in strategies:
+            (Path(tmp) / strategy).mkdir()
+            inventories[strategy] = write_inventory(
+                Path(tmp) / strategy, names, Path(args.group_vars), connection_for(strategy, args.connection)
             )
-            if rc != 0:
-                raise SystemExit(f"creating the nodes failed (exit {rc}); see {setup_log}")
-            for kind in ("converge", "no-op"):
-                print(f"==> {label}: {kind}", flush=True)
-                run = timed_run(kind, count, pipelining, inventory, args, logs, stamp, strategy)
-                runs.append(run)
-                print(
-                    f"    {run.wall_s:.1f} s, {run.tasks} tasks, {run.cpu_s_per_node:.1f} CPU s/node, "
-                    f"rc {run.rc} ({run.log})",
-                    flush=True,
-                )
-                if run.rc != 0:
-                    break
+        label = f"{count} node(s), pipelining {'on' if pipelining else 'off'}"
+        try:
+            print(f"==> {label}: creating {', '.join(names)} from {image}", flush=True)
+            first = inventories[strategies[0]]
+            create_nodes(
+                names, first, args, logs / f"{stamp}-{count}n-{pipe}-{strategies[0]}-nodes.log", image, converged
+            )
+            for strategy in strategies[1:]:  # the stand-in key each node trusts (bench/nodes.yml writes it)
+                shutil.copytree(first / "host_vars", inventories[strategy] / "host_vars", dirs_exist_ok=True)
+            for strategy in strategies:
+                for kind in ("no-op",) if converged else ("converge", "no-op"):
+                    print(f"==> {label}, {strategy}: {kind}", flush=True)
+                    run = timed_run(kind, count, pipelining, inventories[strategy], args, logs, stamp, strategy, names)
+                    runs.append(run)
+                    print(
+                        f"    {run.wall_s:.1f} s, {run.tasks} tasks, {run.cpu_s_per_node:.1f} CPU s/node, "
+                        f"node CPU {_figure(run.node_cpu_s_per_node)} s/node, "
+                        f"{_figure(run.mem_mib_per_node)} MiB/node, "
+                        f"load {_load(run)}, changed {run.changed}, rc {run.rc} ({run.log})",
+                        flush=True,
+                    )
+                    if run.rc != 0:
+                        break
         finally:
             if not (args.keep and last):
                 remove_nodes(names)
@@ -377,6 +593,9 @@ def render(runs: list[Run], targets: list[Target]) -> str:
         "results",
         "s/task",
         "CPU s/node",
+        "node CPU s/node",
+        "MiB/node",
+        "load 1m",
         "changed",
         "failed",
         "rc",
@@ -392,6 +611,9 @@ def render(runs: list[Run], targets: list[Target]) -> str:
             str(r.task_results),
             f"{r.s_per_task:.2f}",
             f"{r.cpu_s_per_node:.1f}",
+            _figure(r.node_cpu_s_per_node),
+            _figure(r.mem_mib_per_node, "{:.0f}"),
+            _load(r),
             str(r.changed),
             str(r.failed),
             str(r.rc),
@@ -412,6 +634,34 @@ def render(runs: list[Run], targets: list[Target]) -> str:
     for r in runs:
         if r.kind == "no-op" and r.changed:
             lines.append(f"  NOTE  the no-op re-run on {r.nodes} node(s), {r.label} changed {r.changed} task result(s)")
+    return "\n".join(lines)
+
+
+def _figure(value: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def _load(run: Run) -> str:
+    if run.load_before is None or run.load_after is None:
+        return "-"
+    return f"{run.load_before:.1f}->{run.load_after:.1f}"
+
+
+def render_markdown(runs: list[Run]) -> str:
+    """The no-op runs as a Markdown table, by strategy and node count (README's Benchmark section)."""
+    lines = [
+        "| strategy | nodes | tasks | changed | wall s | controller CPU s/node | node CPU s/node | MiB/node "
+        "| load (1 min) before -> after |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted((r for r in runs if r.kind == "no-op"), key=lambda r: (r.strategy, not r.pipelining, r.nodes)):
+        strategy = r.strategy if r.pipelining else f"{r.strategy}, no pipelining"
+        changed = str(r.changed) if r.rc == 0 else f"{r.changed} (rc {r.rc})"
+        lines.append(
+            f"| {strategy} | {r.nodes} | {r.tasks} | {changed} | {r.wall_s:.1f} | {r.cpu_s_per_node:.1f} "
+            f"| {_figure(r.node_cpu_s_per_node)} | {_figure(r.mem_mib_per_node, '{:.0f}')} "
+            f"| {_load(r).replace('->', ' -> ')} |"
+        )
     return "\n".join(lines)
 
 
@@ -439,6 +689,37 @@ def mitogen_version() -> str:
     return ".".join(str(p) for p in mitogen.__version__)
 
 
+def run_record(run: Run) -> dict:
+    return asdict(run) | {
+        "s_per_task": round(run.s_per_task, 3),
+        "cpu_s_per_node": round(run.cpu_s_per_node, 2),
+        "node_cpu_s_per_node": None if run.node_cpu_s_per_node is None else round(run.node_cpu_s_per_node, 2),
+    }
+
+
+def results_document(
+    args: argparse.Namespace,
+    stamp: str,
+    load_before: tuple[float, float, float],
+    runs: list[Run],
+    targets: list[Target],
+    seed: Run | None = None,
+) -> dict:
+    """The JSON written to bench/results/<timestamp>.json."""
+    return {
+        "timestamp": stamp,
+        "playbook": args.playbook,
+        "image": args.image,
+        "mode": "converged" if getattr(args, "converged", False) else "fresh",
+        "forks": args.forks,
+        "versions": versions(),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "seed_converge": None if seed is None else run_record(seed),
+        "runs": [run_record(r) for r in runs],
+        "targets": [asdict(t) for t in targets],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
@@ -455,38 +736,42 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = Path(args.results_dir)
     results_dir.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    scenarios = [(s, p, n) for s in args.strategies for p in args.pipelining_settings for n in args.node_counts]
+    # --converged: each node count's nodes serve every strategy; fresh: every strategy gets fresh nodes
+    groups = [args.strategies] if args.converged else [[s] for s in args.strategies]
+    scenarios = [(g, p, n) for g in groups for p in args.pipelining_settings for n in args.node_counts]
+    if args.reuse_converged and docker("image", "inspect", CONVERGED_IMAGE).returncode != 0:
+        print(f"ERROR: {CONVERGED_IMAGE} is missing: run with --converged --keep first.", file=sys.stderr)
+        return 2
     load_before = os.getloadavg()
     runs: list[Run] = []
-    for index, (strategy, pipelining, count) in enumerate(scenarios):
-        runs += scenario(
-            count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1, strategy=strategy
-        )
+    seed: Run | None = None
+    path = results_dir / f"{stamp}.json"
+    try:
+        if args.converged and not args.reuse_converged:
+            seed = converge_seed(args, results_dir, stamp)
+        for index, (strategies, pipelining, count) in enumerate(scenarios):
+            runs += scenario(
+                count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1, strategies=strategies
+            )
+            # after every node count, so that an interrupted benchmark keeps what it measured
+            path.write_text(json.dumps(results_document(args, stamp, load_before, runs, [], seed), indent=2) + "\n")
+    finally:
+        if args.converged and not args.keep:
+            docker("image", "rm", CONVERGED_IMAGE)
     targets = evaluate(runs)
     print()
     print(render(runs, targets))
+    print()
+    print(render_markdown(runs))
     load_after = os.getloadavg()
     print(
         f"\nload average (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}, "
         f"after: {' '.join(f'{x:.2f}' for x in load_after)} on {os.cpu_count()} CPUs"
     )
-    document = {
-        "timestamp": stamp,
-        "playbook": args.playbook,
-        "image": args.image,
-        "forks": args.forks,
-        "versions": versions(),
-        "load_average_before": [round(x, 2) for x in load_before],
-        "runs": [
-            asdict(r) | {"s_per_task": round(r.s_per_task, 3), "cpu_s_per_node": round(r.cpu_s_per_node, 2)}
-            for r in runs
-        ],
-        "targets": [asdict(t) for t in targets],
-    }
-    path = results_dir / f"{stamp}.json"
+    document = results_document(args, stamp, load_before, runs, targets, seed)
     path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nresults: {path}")
-    return 0 if all(r.rc == 0 for r in runs) else 1
+    return 0 if runs and all(r.rc == 0 for r in runs) else 1
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -25,7 +26,7 @@ provision = _load_registered("_bench_provision_under_test", ROOT / "bench" / "pr
 bench_count = load_module("bench_count", subdir="bench/callback_plugins")
 
 
-def run(nodes, kind, wall, pipelining=True, rc=0, changed=0, tasks=100, strategy="linear", cpu_s=0.0):
+def run(nodes, kind, wall, pipelining=True, rc=0, changed=0, tasks=100, strategy="linear", cpu_s=0.0, **extra):
     return provision.Run(
         nodes=nodes,
         pipelining=pipelining,
@@ -39,6 +40,7 @@ def run(nodes, kind, wall, pipelining=True, rc=0, changed=0, tasks=100, strategy
         log="bench/results/x.log",
         strategy=strategy,
         cpu_s=cpu_s,
+        **extra,
     )
 
 
@@ -50,6 +52,7 @@ def test_defaults_run_one_and_four_nodes_with_pipelining_on_and_off_and_enough_f
     assert args.playbook == "site.yml"
     assert args.strategies == ["linear", "mitogen"]
     assert args.connection == "docker"
+    assert args.converged is False
 
 
 def test_forks_follow_the_largest_node_count():
@@ -66,6 +69,7 @@ def test_forks_follow_the_largest_node_count():
         ["--nodes", "1,6", "--forks", "4"],
         ["--strategy", "free"],
         ["--connection", "ssh"],
+        ["--reuse-converged"],
     ],
 )
 def test_bad_arguments_are_refused(argv, capsys):
@@ -175,17 +179,230 @@ def test_table_lists_each_run_the_targets_and_a_noop_that_changed_something():
         "s/task",
         "CPU",
         "s/node",
+        "node",
+        "CPU",
+        "s/node",
+        "MiB/node",
+        "load",
+        "1m",
         "changed",
         "failed",
         "rc",
     ]
-    assert lines[2].split() == ["1", "on", "linear", "converge", "100.0", "100", "100", "1.00", "61.0", "0", "0", "0"]
+    assert lines[2].split() == [
+        "1",
+        "on",
+        "linear",
+        "converge",
+        "100.0",
+        "100",
+        "100",
+        "1.00",
+        "61.0",
+        "-",
+        "-",
+        "-",
+        "0",
+        "0",
+        "0",
+    ]
     assert lines[3].split()[8] == "5.0"  # 20 CPU seconds over 4 nodes
     assert "  NOTE  the no-op re-run on 4 node(s), pipelining on, linear changed 2 task result(s)" in lines
     runs = [run(1, "no-op", 8.0, tasks=243)]
     lines = provision.render(runs, provision.evaluate(runs)).splitlines()
     assert "  PASS  no-op re-run, 1 node, pipelining on, linear: 8.0 s (limit 10.0 s)" in lines
     assert "  FAIL  no-op re-run tasks, 1 node, pipelining on, linear: 243 tasks (limit 60 tasks)" in lines
+
+
+def test_converged_mode_is_a_flag_and_takes_the_same_counts():
+    args = provision.parse_args(["--converged", "--nodes", "16,1,8,4", "--pipelining", "on"])
+    assert args.converged is True
+    assert args.node_counts == [1, 4, 8, 16]
+    assert args.forks == 16
+    assert args.pipelining_settings == [True]
+    assert args.reuse_converged is False
+    assert provision.parse_args(["--converged", "--reuse-converged"]).reuse_converged is True
+
+
+def _cgroup(root, *parts, **files):
+    directory = root.joinpath(*parts)
+    directory.mkdir(parents=True)
+    for name, text in files.items():
+        (directory / name.replace("__", ".")).write_text(text)
+    return directory
+
+
+def test_cgroup_cpu_and_memory_are_read_from_cgroup_v1_and_v2(tmp_path):
+    v1 = _cgroup(tmp_path, "cpuacct", "docker", "abc", cpuacct__usage="2500000000\n")
+    v2 = _cgroup(
+        tmp_path,
+        "system.slice",
+        "docker-def.scope",
+        cpu__stat="usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n",
+        memory__current=str(300 * 2**20),
+        memory__stat=f"anon 1\ninactive_file {100 * 2**20}\n",
+    )
+    mem_v1 = _cgroup(
+        tmp_path,
+        "memory",
+        "docker",
+        "abc",
+        memory__usage_in_bytes=str(200 * 2**20),
+        memory__stat=f"cache 5\ntotal_inactive_file {50 * 2**20}\n",
+    )
+    assert provision.read_cgroup_cpu_s(v1) == 2.5
+    assert provision.read_cgroup_cpu_s(v2) == 1.5
+    assert provision.read_cgroup_mem_mib(mem_v1) == 150.0
+    assert provision.read_cgroup_mem_mib(v2) == 200.0
+    assert provision.read_cgroup_cpu_s(mem_v1) is None
+    assert provision.read_cgroup_mem_mib(v1) is None
+    assert v1 in provision.cgroup_dirs("abc", "cpuacct", tmp_path)
+    assert v2 in provision.cgroup_dirs("def", "cpuacct", tmp_path)
+
+
+def _docker_inspect(stdout, rc=0):
+    return lambda argv, **kwargs: SimpleNamespace(returncode=rc, stdout=stdout, stderr="")
+
+
+def test_node_cpu_is_summed_memory_averaged_and_none_when_a_cgroup_is_missing(tmp_path, monkeypatch):
+    for container_id, cpu_ns, mem_mib in (("aaa", "1000000000", 100), ("bbb", "3000000000", 300)):
+        _cgroup(tmp_path, "cpuacct", "docker", container_id, cpuacct__usage=cpu_ns)
+        _cgroup(
+            tmp_path,
+            "memory",
+            "docker",
+            container_id,
+            memory__usage_in_bytes=str(mem_mib * 2**20),
+            memory__stat="total_inactive_file 0\n",
+        )
+    monkeypatch.setattr(provision.subprocess, "run", _docker_inspect("aaa\nbbb\n"))
+    assert provision.nodes_cpu_s(["n1", "n2"], tmp_path) == 4.0
+    assert provision.nodes_mem_mib(["n1", "n2"], tmp_path) == 200.0
+    monkeypatch.setattr(provision.subprocess, "run", _docker_inspect("aaa\nccc\n"))
+    assert provision.nodes_cpu_s(["n1", "n2"], tmp_path) is None  # no cgroup for ccc
+    assert provision.nodes_mem_mib(["n1", "n2"], tmp_path) is None
+    monkeypatch.setattr(provision.subprocess, "run", _docker_inspect("aaa\n", rc=1))
+    assert provision.nodes_cpu_s(["n1", "n2"], tmp_path) is None  # n2 is gone
+
+
+def test_host_memory_available_is_read_from_meminfo(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24576000 kB\nMemAvailable:   20480000 kB\n")
+    assert provision.mem_available_mib(meminfo) == 20000.0
+    assert provision.mem_available_mib(tmp_path / "missing") is None
+
+
+def test_markdown_table_lists_the_noop_runs_by_strategy_and_node_count():
+    runs = [
+        run(16, "no-op", 300.0, strategy="mitogen", cpu_s=96.0, node_cpu_s=160.0, mem_mib_per_node=180.4),
+        run(1, "converge", 40.0),
+        run(4, "no-op", 60.0, cpu_s=32.0, load_before=3.14, load_after=5.0),
+        run(1, "no-op", 17.0, tasks=75, cpu_s=8.4),
+        run(8, "no-op", 90.0, rc=2, changed=1, cpu_s=80.0),
+    ]
+    lines = provision.render_markdown(runs).splitlines()
+    assert lines[0].startswith("| strategy | nodes | tasks | changed | wall s | controller CPU s/node |")
+    assert lines[2:] == [
+        "| linear | 1 | 75 | 0 | 17.0 | 8.4 | - | - | - |",
+        "| linear | 4 | 100 | 0 | 60.0 | 8.0 | - | - | 3.1 -> 5.0 |",
+        "| linear | 8 | 100 | 1 (rc 2) | 90.0 | 10.0 | - | - | - |",
+        "| mitogen | 16 | 100 | 0 | 300.0 | 6.0 | 10.0 | 180 | - |",
+    ]
+
+
+def test_results_document_records_the_mode_the_seed_and_per_node_figures(monkeypatch):
+    monkeypatch.setattr(provision, "versions", lambda: {"ansible": "x"})
+    args = provision.parse_args(["--converged", "--nodes", "1,4"])
+    runs = [run(4, "no-op", 40.0, cpu_s=30.0, node_cpu_s=20.0, mem_mib_per_node=150.0)]
+    seed = run(1, "converge", 50.0, cpu_s=15.0)
+    document = json.loads(json.dumps(provision.results_document(args, "T", (1.0, 2.0, 3.0), runs, [], seed)))
+    assert document["mode"] == "converged"
+    assert document["forks"] == 4
+    assert document["seed_converge"]["kind"] == "converge"
+    record = document["runs"][0]
+    assert (record["cpu_s_per_node"], record["node_cpu_s_per_node"], record["mem_mib_per_node"]) == (7.5, 5.0, 150.0)
+    assert provision.results_document(provision.parse_args([]), "T", (0, 0, 0), [], [], None)["mode"] == "fresh"
+
+
+def test_converged_scenario_starts_nodes_once_and_times_each_strategys_noop_on_them(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(provision, "remove_nodes", lambda names: calls.append(("rm", tuple(names))))
+
+    def create(names, inventory, args, log, image, converged=False):
+        calls.append(("create", image, converged))
+        (inventory / "host_vars" / "bench-node-1.yml").write_text("key: 1\n")
+
+    monkeypatch.setattr(provision, "create_nodes", create)
+
+    def timed(kind, count, pipelining, inventory, args, logs, stamp, strategy="linear", names=None):
+        hosts = yaml.safe_load((inventory / "hosts.yml").read_text())["all"]["children"]["gpu_nodes"]["hosts"]
+        trusted = (inventory / "host_vars" / "bench-node-1.yml").read_text()
+        calls.append(("time", kind, strategy, hosts["bench-node-1"]["ansible_connection"], trusted, tuple(names)))
+        return run(count, kind, 1.0, strategy=strategy)
+
+    monkeypatch.setattr(provision, "timed_run", timed)
+    args = provision.parse_args(["--converged", "--nodes", "2", "--group-vars", str(tmp_path / "none")])
+    runs = provision.scenario(2, True, args, tmp_path, "T", last=True, strategies=["linear", "mitogen"])
+    names = ("bench-node-1", "bench-node-2")
+    assert calls == [
+        ("rm", names),
+        ("create", provision.CONVERGED_IMAGE, True),
+        ("time", "no-op", "linear", "community.docker.docker", "key: 1\n", names),
+        ("time", "no-op", "mitogen", "docker", "key: 1\n", names),
+        ("rm", names),
+    ]
+    assert [(r.kind, r.strategy) for r in runs] == [("no-op", "linear"), ("no-op", "mitogen")]
+    calls.clear()
+    fresh = provision.parse_args(["--group-vars", str(tmp_path / "none")])
+    provision.scenario(2, True, fresh, tmp_path, "T", True, strategies=["mitogen"])
+    assert [c[:3] for c in calls if c[0] != "rm"] == [
+        ("create", "gpunode:debian12", False),
+        ("time", "converge", "mitogen"),
+        ("time", "no-op", "mitogen"),
+    ]
+
+
+def test_seed_is_converged_shut_down_committed_and_removed(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(provision, "remove_nodes", lambda names: calls.append(("rm", *names)))
+    monkeypatch.setattr(provision, "create_nodes", lambda names, *a, **k: calls.append(("create", *names)))
+    rc = {"converge": 0, "commit": 0}
+    monkeypatch.setattr(
+        provision,
+        "timed_run",
+        lambda kind, count, *a, **k: run(count, kind, 30.0, rc=rc["converge"]),
+    )
+    monkeypatch.setattr(
+        provision,
+        "docker",
+        lambda *argv: calls.append(argv) or SimpleNamespace(returncode=rc.get(argv[0], 0), stderr="no space"),
+    )
+    args = provision.parse_args(["--converged", "--group-vars", str(tmp_path / "none")])
+    seed = provision.converge_seed(args, tmp_path, "T")
+    assert seed.kind == "converge" and seed.nodes == 1
+    assert calls == [
+        ("rm", "bench-seed-1"),
+        ("create", "bench-seed-1"),
+        ("exec", "bench-seed-1", "bash", "-c", provision.SEED_RECORD),
+        ("stop", "--time", "60", "bench-seed-1"),
+        ("commit", "bench-seed-1", "gpunode-bench:converged"),
+        ("rm", "bench-seed-1"),
+    ]
+    rc["commit"] = 1
+    with pytest.raises(SystemExit, match="committing bench-seed-1 to gpunode-bench:converged failed: no space"):
+        provision.converge_seed(args, tmp_path, "T")
+    rc.update(commit=0, converge=2)
+    calls.clear()
+    with pytest.raises(SystemExit, match="converging the seed node failed"):
+        provision.converge_seed(args, tmp_path, "T")
+    assert ("commit", "bench-seed-1", "gpunode-bench:converged") not in calls
+    assert calls[-1] == ("rm", "bench-seed-1")
+
+
+def test_seed_record_is_valid_bash_that_names_the_seed():
+    checked = subprocess.run(["bash", "-n", "-c", provision.SEED_RECORD], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stderr
+    assert "grep -lIF -- bench-seed-1 > /var/lib/gpunode-bench/named-files" in provision.SEED_RECORD
 
 
 def _result(changed=False):
