@@ -297,7 +297,8 @@ ansible_facts:
             - C(kubelet) has C(settings) (V(agent_config_dropin), labels, taints and kubelet args go into a file in
               C(dropin_dir) (C(/etc/rancher/<name>/config.yaml.d)); V(kubespray_inventory), kubespray renders
               C(files) from its inventory on every run; V(kubelet_flags), the kubelet role's own files),
-              C(config) and C(dropin_dir).
+              C(config), C(dropin_dir) and on RKE2/k3s C(dropin), the kubelet role's drop-in there (the doctor
+              reads it too).
             - Sources, version gates and paths are cited in the module's code and the gpu_node_facts role README.
           type: dict
           returned: always
@@ -330,6 +331,7 @@ ansible_facts:
               settings: agent_config_dropin
               config: /etc/rancher/rke2/config.yaml
               dropin_dir: /etc/rancher/rke2/config.yaml.d
+              dropin: /etc/rancher/rke2/config.yaml.d/90-gpu-node-kubelet.yaml
               files: [/etc/rancher/rke2/config.yaml, /etc/rancher/rke2/config.yaml.d]
         fuse:
           description: C(device) (C(/dev/fuse) exists), C(module_loaded) (the fuse module is loaded or built in) and
@@ -933,6 +935,8 @@ KUBEADM_DROPINS = tuple(f"{d}/kubelet.service.d/10-kubeadm.conf" for d in UNIT_D
 KUBESPRAY_KUBELET_ENV = "/etc/kubernetes/kubelet.env"
 KUBESPRAY_KUBELET_CONFIG = "/etc/kubernetes/kubelet-config.yaml"
 KUBESPRAY_BASE_SPEC = "/etc/containerd/cri-base.json"
+# the kubelet role's drop-in in the agent config directory (read after config.yaml and earlier drop-ins)
+KUBELET_AGENT_DROPIN = "90-gpu-node-kubelet.yaml"
 # {minor: first patch release}; minors after the last key have it from .0
 BASE_TEMPLATE_GATE = {24: 17, 25: 13, 26: 8, 27: 5, 28: 1}
 DEFAULT_RUNTIME_GATE = {26: 12, 27: 9, 28: 5}
@@ -1022,6 +1026,7 @@ def _rancher_installer(root: str, name: str, run_command: RunCommand | None, sta
             "settings": "agent_config_dropin",
             "config": f"{config_dir}/config.yaml",
             "dropin_dir": f"{config_dir}/config.yaml.d",
+            "dropin": f"{config_dir}/config.yaml.d/{KUBELET_AGENT_DROPIN}",
             "files": [f"{config_dir}/config.yaml", f"{config_dir}/config.yaml.d"],
         },
     }
@@ -1151,21 +1156,37 @@ def _containerd_texts(root: str) -> list:
     return texts
 
 
-def runtime_defaults(root: str, services: dict, run_command: RunCommand | None) -> dict:
+def runtime_defaults(root: str, services: dict, run_command: RunCommand | None, installer: dict | None = None) -> dict:
     """Per installed runtime, its current default runtime and whether CDI is on (plugins/module_utils/gpu_pods.py):
     containerd from `containerd config dump` when commands run (else config.toml and its imports), CRI-O from
-    crio.conf and crio.conf.d, docker from daemon.json."""
+    crio.conf and crio.conf.d, docker from daemon.json. On RKE2/k3s the containerd is the installer's (its binary
+    dumps the config the agent generated), which wins over a distribution containerd the node may also have."""
     states = {}
     docker = services["docker"]
     if docker["installed"]:
         states["docker"] = docker_runtime_state(read_text(rooted(root, DOCKER_DAEMON_JSON)))
     containerd = services["containerd"]
+    own = (installer or {}).get("containerd") or {}
+    if (installer or {}).get("name") in RANCHER_INSTALLERS and own.get("binary"):
+        containerd = {
+            "installed": True,
+            "binary": own["binary"],
+            "version": own.get("version"),
+            "config": own["config"],
+        }
     if containerd["installed"]:
         dump = None
+        config = containerd.get("config")
         if run_command is not None:
-            result = run_command([containerd["binary"], "config", "dump"])
+            argv = [containerd["binary"], *(["--config", config] if config else []), "config", "dump"]
+            result = run_command(argv)
             dump = result[1] if result and result[0] == 0 else None
-        texts = [dump] if dump else _containerd_texts(root)
+        if dump:
+            texts = [dump]
+        elif config:
+            texts = [read_text(rooted(root, config))]
+        else:
+            texts = _containerd_texts(root)
         state = containerd_runtime_state(texts, containerd["version"])
         state["cdi_supported"] = version_at_least(containerd["version"], (1, 7)) is not False
         state["source"] = "containerd config dump" if dump else "files"
@@ -1216,6 +1237,7 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
 
     apparmor = apparmor_facts(root)
     device_plugin = device_plugin_facts(root)
+    installer = installer_facts(root, run_command, which, kubelet)
     return {
         "has_gpu": bool(gpus),
         "gpu_count": len(gpus),
@@ -1240,10 +1262,10 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
         "fuse": fuse_facts(root),
         "kernel": kernel_facts(root),
         "oci_runtimes": oci_runtime_facts(run_command, which),
-        "installer": installer_facts(root, run_command, which, kubelet),
+        "installer": installer,
         "device_plugin": device_plugin,
         "gpu_workloads": gpu_processes(root, exclude=device_plugin["pids"]),
-        "runtime_defaults": runtime_defaults(root, services, run_command),
+        "runtime_defaults": runtime_defaults(root, services, run_command, installer),
         "toolkit_config": toolkit_config_facts(root),
     }
 

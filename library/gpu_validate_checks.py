@@ -30,6 +30,12 @@ description:
     seccomp profile under the kubelet's seccomp root, how FUSE pods can be confined (user namespaces,
     AppArmor + seccomp, seccomp only), the kubelet drop-in, the kubelet's main configuration and the
     environment file that passes C(--config-dir)."
+  - "Per cluster installer (C(installer) of O(node)): on RKE2/k3s the containerd rows ask the installer's own
+    containerd (its binary with the generated config, C(ctr) and C(crictl) from its bin directory on its socket,
+    the agent unit's start against the template and agent config files) and the kubelet row reads the agent
+    config (C(config.yaml), then C(config.yaml.d)) for the kubelet role's drop-in; on kubespray the nvidia runtime
+    row names kubespray's inventory variable when a kubespray run re-rendered config.toml without the runtime,
+    and the kubelet row says that kubespray renders the kubelet's files."
   - A command that fails or is missing becomes a row with status V(fail) or V(warn) and its message in the
     detail; commands run from argument lists, without a shell, with a time limit.
   - Reads only, never reports a change, and runs the same in check mode.
@@ -1115,12 +1121,81 @@ def crictl_facts(result, runtime_name: str) -> dict:
     return {"crictl_ready": "yes" if ready else "no", "crictl_handler": "yes" if runtime_name in runtimes else "no"}
 
 
+# RKE2 and k3s run their own containerd (gpu_node_facts' installer facts): its binary and ctr in the installer's
+# bin directory, its socket, the config the agent generates at every start from the template and the agent
+# config (so those are the files that must be older than the running daemon), and the agent unit that starts it.
+# kubespray runs containerd as containerd.service but renders config.toml at every kubespray run.
+def agent_managed(installer: dict) -> bool:
+    """RKE2/k3s: gpu_node_facts says the installer's agent regenerates containerd's config at every start."""
+    return ((installer or {}).get("containerd") or {}).get("config_regenerated") == "agent start"
+
+
+def containerd_site(node: dict, io: Node) -> dict:
+    """Where this node's containerd is and how to reach it: the installer's (RKE2/k3s) or the system's."""
+    installer = node.get("installer") or {}
+    name = installer.get("name") or "unknown"
+    ic = installer.get("containerd") or {}
+    if agent_managed(installer) and ic.get("binary"):
+        bin_dir = installer.get("bin_dir") or os.path.dirname(ic["binary"])
+        socket = ic.get("socket") or ""
+        ctr = f"{bin_dir}/ctr" if io.lstat(f"{bin_dir}/ctr") is not None else "ctr"
+        crictl = f"{bin_dir}/crictl" if io.lstat(f"{bin_dir}/crictl") is not None else io.which("crictl", [])
+        kubelet = installer.get("kubelet") or {}
+        dropins = kubelet.get("dropin_dir") or ""
+        watched = [*(ic.get("templates") or []), kubelet.get("config") or ""]
+        watched += sorted(io.glob(f"{dropins}/*.yaml") + io.glob(f"{dropins}/*.yml")) if dropins else []
+        unit = installer.get("service") or f"{name}.service"
+        template = ic.get("template") or (ic.get("templates") or [""])[-1]
+        return {
+            "installer": name,
+            "dump": [ic["binary"], "--config", ic.get("config") or "", "config", "dump"],
+            "ctr": [ctr, "--address", socket],
+            "crictl": [crictl, "--runtime-endpoint", f"unix://{socket}"] if crictl else None,
+            "unit": unit,
+            "watched": [path for path in watched if path],
+            "running": _bool(ic.get("running")),
+            "start": f"Start {name}'s agent (systemctl start {unit})",
+            "restart": f"Restart {name}'s agent (systemctl restart {unit}): it regenerates config.toml at start",
+            "fix_config": f"Fix {template} or the agent config ({name} generates {ic.get('config')} from them at"
+            " start; containerd config dump names the problem)",
+            "register": f"Run site.yml --tags runtime: it writes {template} or leaves the runtime to {name}'s own"
+            " nvidia detection, and restarts the agent",
+            "journal": f"journalctl -u {unit}",
+        }
+    facts = (node.get("runtimes") or {}).get("containerd") or {}
+    site = {
+        "installer": name,
+        "dump": [facts.get("binary") or "containerd", "config", "dump"],
+        "ctr": ["ctr"],
+        "crictl": ["crictl", "--runtime-endpoint", CONTAINERD_SOCKET] if io.which("crictl", []) else None,
+        "unit": "containerd",
+        "watched": [CONTAINERD_CONFIG, *io.glob(CONTAINERD_DROPINS)],
+        "running": _bool(facts.get("running")),
+        "start": "Start containerd (systemctl start containerd)",
+        "restart": "Restart containerd (systemctl restart containerd), or rerun site.yml --tags runtime: it"
+        " finishes a restart an interrupted run left pending",
+        "fix_config": f"Fix {CONTAINERD_CONFIG} (containerd config dump names the problem)",
+        "register": "Run site.yml --tags runtime",
+        "journal": "journalctl -u containerd",
+    }
+    if name == "kubespray":
+        # kubespray renders config.toml from its template at every run (roles/container-engine/containerd,
+        # task "Containerd | Copy containerd config file"): what runtime_config merged in is gone after it, unless
+        # kubespray's inventory lists the runtime (containerd_additional_runtimes; roles/runtime_config README).
+        site["register"] = (
+            "kubespray renders /etc/containerd/config.toml at every kubespray run: add the runtime to"
+            " containerd_additional_runtimes in the kubespray inventory (see the runtime_config README) so that"
+            " its runs keep it, and rerun site.yml --tags runtime now"
+        )
+    return site
+
+
 def containerd_state(p: dict, node: dict, io: Node) -> dict:
     """What containerd reports: its configuration dump, the running daemon (CRI plugin, start time against the
     config files' mtime, crictl) and whether the test image is there."""
-    facts = (node.get("runtimes") or {}).get("containerd") or {}
-    running = _bool(facts.get("running"))
-    rc, out, err = io.run([facts.get("binary") or "containerd", "config", "dump"])
+    site = containerd_site(node, io)
+    running = site["running"]
+    rc, out, err = io.run(site["dump"])
     config = runtime_config(out)
     state = {
         "ok": rc == 0,
@@ -1130,6 +1205,7 @@ def containerd_state(p: dict, node: dict, io: Node) -> dict:
         "default_entry": config["default_entry"],
         "registered": p["runtime_name"] in config["runtimes"],
         "running": running,
+        "site": site,
         "image": False,
         "cri": {},
         # pod_annotations / container_annotations of the nvidia runtime (None: no dump)
@@ -1140,10 +1216,10 @@ def containerd_state(p: dict, node: dict, io: Node) -> dict:
         return state
     # The kubelet's view: the CRI plugin can fail to load while containerd runs and `ctr` works (then no pod
     # can run), and a config written after the daemon started is not what it runs.
-    rc, out, err = io.run(["ctr", "plugins", "ls"])
+    rc, out, err = io.run([*site["ctr"], "plugins", "ls"])
     cri = cri_plugins((rc, out, err))
-    # when systemd started containerd's main process, as seconds since the epoch
-    rc, out, err = io.run(main_start_argv("containerd"))
+    # when systemd started containerd's main process (RKE2/k3s: the agent's), as seconds since the epoch
+    rc, out, err = io.run(main_start_argv(site["unit"]))
     started_us = main_start_us(rc, out)
     if started_us is None:
         # The check itself failed: the CRI plugin row says so (with systemctl's message), and the start time
@@ -1152,24 +1228,32 @@ def containerd_state(p: dict, node: dict, io: Node) -> dict:
     else:
         cri["started"] = f"{io.boot_time() + started_us / 1e6:.6f}"
     newest, newest_file = 0.0, ""
-    for path in [CONTAINERD_CONFIG, *io.glob(CONTAINERD_DROPINS)]:
+    for path in site["watched"]:
         mtime = io.mtime(path)
         if mtime is not None and mtime > newest:
             newest, newest_file = mtime, path
     cri["written"] = f"{newest:.9f}"
     cri["written_file"] = newest_file
-    if io.which("crictl", []):
-        cri.update(crictl_facts(io.run(["crictl", "--runtime-endpoint", CONTAINERD_SOCKET, "info"]), p["runtime_name"]))
+    if site["crictl"]:
+        cri.update(crictl_facts(io.run([*site["crictl"], "info"]), p["runtime_name"]))
     if "check_error" not in state["cri"]:
         state["cri"] = cri
     if p["containerd_test_image"]:
-        rc, out, _err = io.run(["ctr", "--namespace", p["containerd_namespace"], "images", "ls", "--quiet"])
+        rc, out, _err = io.run([*site["ctr"], "--namespace", p["containerd_namespace"], "images", "ls", "--quiet"])
         state["image"] = p["containerd_test_image"] in out.splitlines()
     return state
 
 
 def _ctr_run(p: dict, io: Node, containerd: dict, suffix: str, runtime: list, command: list, env=()) -> tuple:
-    argv = ["ctr", "--namespace", p["containerd_namespace"], "run", "--rm", *runtime, *env]
+    argv = [
+        *(containerd.get("site") or {}).get("ctr", ["ctr"]),
+        "--namespace",
+        p["containerd_namespace"],
+        "run",
+        "--rm",
+        *runtime,
+        *env,
+    ]
     argv += [*p["containerd_run_options"], p["containerd_test_image"], f"{containerd['id']}-{suffix}", *command]
     return _container_run(p, io, argv)
 
@@ -1180,9 +1264,10 @@ def containerd_rows(p: dict, node: dict, c: dict, run, isolation, toolkit_instal
     name, image, ns = p["runtime_name"], p["containerd_test_image"], p["containerd_namespace"]
     has_gpu = _bool(node.get("has_gpu"))
     cri = c["cri"]
+    site = c.get("site") or {}
     rows = []
     check = "containerd: CRI plugin"
-    not_running = ("containerd is not running", "Start containerd (systemctl start containerd)")
+    not_running = ("containerd is not running", site.get("start", "Start containerd (systemctl start containerd)"))
     if not c["running"]:
         rows.append(_row(check, "warn", *not_running))
     elif "check_error" in cri:
@@ -1201,9 +1286,9 @@ def containerd_rows(p: dict, node: dict, c: dict, run, isolation, toolkit_instal
                 "fail",
                 "containerd runs but its CRI plugin did not load, so the kubelet can run no pod: "
                 + cri.get("cri_detail", ""),
-                "journalctl -u containerd | grep 'failed to load plugin' names the config problem"
-                " (e.g. default_runtime_name naming a runtime that is not configured); fix it and restart"
-                " containerd, or run site.yml --tags runtime",
+                f"{site.get('journal', 'journalctl -u containerd')} | grep 'failed to load plugin' names the config"
+                " problem (e.g. default_runtime_name naming a runtime that is not configured); fix it and restart"
+                f" {site.get('unit', 'containerd')}, or run site.yml --tags runtime",
             )
         )
     check = "containerd: nvidia runtime"
@@ -1212,24 +1297,27 @@ def containerd_rows(p: dict, node: dict, c: dict, run, isolation, toolkit_instal
             check,
             "fail",
             f"containerd config dump failed: {c['error']}",
-            "Fix /etc/containerd/config.toml (containerd config dump names the problem)",
+            site.get("fix_config", f"Fix {CONTAINERD_CONFIG} (containerd config dump names the problem)"),
         )
     elif c["registered"]:
         registered_row = _row(check, "ok", f"runtimes.{name} in the effective configuration")
     elif has_gpu or toolkit_installed:
+        installer = site.get("installer", "")
+        cause = f" ({installer} node)" if installer not in ("unknown", "kubeadm", "") else ""
         registered_row = _row(
             check,
             "fail",
-            f"no runtimes.{name} in containerd config dump (runtimes: {', '.join(c['runtimes'])})",
-            "Run site.yml --tags runtime",
+            f"no runtimes.{name} in containerd config dump{cause} (runtimes: {', '.join(c['runtimes'])})",
+            site.get("register", "Run site.yml --tags runtime"),
         )
     else:
         registered_row = _row(check, "skipped", "no GPU (and no toolkit installed)")
     rows.append(registered_row)
     check = "containerd: running config"
-    restart = (
+    restart = site.get(
+        "restart",
         "Restart containerd (systemctl restart containerd), or rerun site.yml --tags runtime: it finishes"
-        " a restart an interrupted run left pending"
+        " a restart an interrupted run left pending",
     )
     started = cri.get("started", "")
     if not c["running"]:
@@ -1239,11 +1327,13 @@ def containerd_rows(p: dict, node: dict, c: dict, run, isolation, toolkit_instal
     elif not re.fullmatch(r"[0-9]+[.][0-9]+", started):
         rows.append(_row(check, "warn", "the start time of containerd is unknown"))
     elif float(cri.get("written") or 0) >= float(started):
-        detail = f"{cri.get('written_file', '')} was written after containerd started: the running daemon does not"
+        started_by = "containerd" if site.get("unit", "containerd") == "containerd" else site["unit"]
+        detail = f"{cri.get('written_file', '')} was written after {started_by} started: the running daemon does not"
         rows.append(_row(check, "warn", detail + " run what the file says", restart))
     else:
         handler = f"crictl info lists the {name} handler; " if "crictl_handler" in cri else ""
-        rows.append(_row(check, "ok", f"{handler}containerd started after its config files were last written"))
+        started_by = "containerd" if site.get("unit", "containerd") == "containerd" else site["unit"]
+        rows.append(_row(check, "ok", f"{handler}{started_by} started after its config files were last written"))
     if not c["ok"]:
         rows.append(_row("containerd: default runtime", "skipped", "containerd config dump failed"))
     else:
@@ -1931,7 +2021,135 @@ def kubelet_row(p: dict, node: dict, dropin_exists: bool, main_exists: bool, env
     return _row(check, "skipped", "no kubelet installed and no drop-in")
 
 
+AGENT_KEYS = ("node-label", "node-taint", "kubelet-arg")
+
+
+def _scalar(text: str) -> str:
+    text = text.strip()
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'" else text
+
+
+def agent_settings(text: str) -> dict:
+    """The kubelet keys of one RKE2/k3s agent config file (node-label, node-taint, kubelet-arg): YAML read with
+    PyYAML where the node has it, else the flat forms the installers document (key: value, key: [a, b], a
+    block list). ValueError names the line or the problem."""
+    try:
+        import yaml  # optional on the node
+    except ImportError:
+        yaml = None
+    if yaml is not None:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(str(exc).replace("\n", " ")) from exc
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise ValueError(f"a mapping of agent options is expected, not {type(data).__name__}")
+        return {k: v if isinstance(v, list) else [] if v is None else [v] for k, v in data.items() if k in AGENT_KEYS}
+    found: dict = {}
+    key = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].rstrip() if not raw.lstrip().startswith("#") else ""
+        if not line.strip() or line.strip() == "---":
+            continue
+        item = re.match(r"^\s*-\s+(.*)$", line)
+        if item and key is not None:
+            found.setdefault(key, []).append(_scalar(item.group(1)))
+            continue
+        match = re.match(r"^([A-Za-z0-9_.+-]+):\s*(.*)$", line)
+        if not match:
+            raise ValueError(f"line {number} is not key: value ({raw.strip()!r})")
+        key, value = match.group(1), match.group(2).strip()
+        if key not in AGENT_KEYS:
+            key = None
+            continue
+        if value.startswith("[") and value.endswith("]"):
+            found[key] = [_scalar(v) for v in value[1:-1].split(",") if v.strip()]
+        else:
+            found[key] = [_scalar(value)] if value else []
+    return found
+
+
+def kubelet_agent_row(p: dict, node: dict, files: list, dropin_mtime, started) -> dict:
+    """RKE2/k3s: the kubelet's labels, taints and flags come from the agent config (config.yaml, then the
+    config.yaml.d files in order; a later file's list replaces an earlier one's), which the agent reads at start.
+    files: [(path, text)] in that order; dropin_mtime: the kubelet role's drop-in's mtime (None: missing);
+    started: the agent's start as seconds since the epoch (None: unknown or not running)."""
+    installer = node.get("installer") or {}
+    name, unit = installer.get("name"), installer.get("service") or ""
+    kubelet = installer.get("kubelet") or {}
+    dropin = kubelet.get("dropin") or ""
+    check = "kubelet configuration"
+    effective: dict = {}
+    for path, text in files:
+        try:
+            effective.update(agent_settings(text or ""))
+        except ValueError as exc:
+            return _row(
+                check,
+                "fail",
+                f"{path} cannot be read as {name}'s agent config: {_truncate(str(exc), 200)};"
+                " the agent would not start",
+                f"Fix {path}, then restart {unit}",
+            )
+    if dropin_mtime is None:
+        return _row(
+            check,
+            "fail",
+            f"no drop-in {dropin} on a {name} node: its kubelet, which {unit} starts from {kubelet.get('config')}"
+            " and config.yaml.d, gets none of the GPU node's labels, taints and flags",
+            "Run site.yml --tags kubelet",
+        )
+    if started is not None and dropin_mtime >= started:
+        return _row(
+            check,
+            "warn",
+            f"{dropin} was written after {unit} started: the running kubelet does not have its settings",
+            f"Restart {unit} (systemctl restart {unit}), or rerun site.yml --tags kubelet",
+        )
+    counts = ", ".join(f"{key} x{len(effective.get(key) or [])}" for key in AGENT_KEYS)
+    version = installer.get("version") or "?"
+    return _row(check, "ok", f"drop-in {dropin}: {name} {version}'s agent passes its kubelet {counts}")
+
+
+def kubelet_kubespray_row(p: dict, node: dict, dropin_exists: bool, env_text) -> dict:
+    """kubespray renders the kubelet's environment file and KubeletConfiguration from its inventory at every run
+    (roles/kubernetes/node/tasks/kubelet.yml): the kubelet role's drop-in counts only where that file passes
+    --config-dir."""
+    kubelet = (node.get("installer") or {}).get("kubelet") or {}
+    env, config = (kubelet.get("files") or ["/etc/kubernetes/kubelet.env"])[0], kubelet.get("config") or ""
+    dropin = f"{p['kubelet_config_dir']}/{p['kubelet_dropin_name']}"
+    check = "kubelet configuration"
+    if dropin_exists and "--config-dir" in (env_text or ""):
+        return _row(check, "ok", f"drop-in {dropin}, passed by kubespray's {env} (--config-dir)")
+    return _row(
+        check,
+        "warn",
+        f"kubespray renders {env} and {config} from its inventory at every run"
+        + (f"; {env} passes no --config-dir, so the kubelet does not read {dropin}" if dropin_exists else "")
+        + ": the GPU node's labels, taints and kubelet settings belong in that inventory",
+        "Set node_labels, node_taints, kubelet_config_extra_args (or kubelet_custom_flags) in the kubespray inventory"
+        " and rerun kubespray",
+    )
+
+
 def check_kubelet(p: dict, node: dict, io: Node) -> list:
+    installer = node.get("installer") or {}
+    if agent_managed(installer) and (installer.get("kubelet") or {}).get("dropin"):
+        kubelet = installer["kubelet"]
+        dropins = kubelet.get("dropin_dir") or ""
+        paths = [kubelet.get("config") or "", *sorted(io.glob(f"{dropins}/*.yaml") + io.glob(f"{dropins}/*.yml"))]
+        files = [(path, io.read(path)) for path in paths if path and io.lstat(path) is not None]
+        rc, out, _err = io.run(main_start_argv(installer.get("service") or ""))
+        started_us = main_start_us(rc, out)
+        started = io.boot_time() + started_us / 1e6 if started_us else None
+        dropin_mtime = io.mtime(kubelet["dropin"]) if io.lstat(kubelet["dropin"]) is not None else None
+        return [kubelet_agent_row(p, node, files, dropin_mtime, started)]
+    if installer.get("name") == "kubespray":
+        dropin = io.lstat(f"{p['kubelet_config_dir']}/{p['kubelet_dropin_name']}") is not None
+        env = ((installer.get("kubelet") or {}).get("files") or ["/etc/kubernetes/kubelet.env"])[0]
+        return [kubelet_kubespray_row(p, node, dropin, io.read(env))]
     dropin = io.lstat(f"{p['kubelet_config_dir']}/{p['kubelet_dropin_name']}") is not None
     main = io.lstat(p["kubelet_main_config"]) is not None
     env_text = io.read(p["kubelet_env_file"]) if dropin else None

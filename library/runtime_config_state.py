@@ -41,6 +41,14 @@ options:
     description: Directory of the pending-restart markers.
     type: path
     required: true
+  agents:
+    description:
+      - Installer agent units (RKE2/k3s, e.g. C(k3s.service)) whose restart applies a config change of this role;
+        their C(pending-restart-<unit>.json) markers are read like the runtimes' (the agent regenerates its
+        containerd's config when it starts).
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -151,6 +159,7 @@ def main():
             binary=dict(type="str", required=True),
             name=dict(type="str", required=True),
             state_dir=dict(type="path", required=True),
+            agents=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
@@ -173,11 +182,12 @@ def main():
         module.fail_json(msg=f"files has no config file for {', '.join(missing)}.")
 
     result = dict(changed=False, binary_found=found, files={}, docker_default_runtime=None, pending={}, applied=[])
-    for runtime in params["runtimes"]:
-        path = params["files"][runtime]
-        result["files"][runtime] = file_facts(path)
-        if runtime == "docker" and result["files"][runtime]["exists"]:
-            result["docker_default_runtime"] = docker_default_runtime(path)
+    for runtime in [*params["runtimes"], *params["agents"]]:
+        if runtime in params["runtimes"]:
+            path = params["files"][runtime]
+            result["files"][runtime] = file_facts(path)
+            if runtime == "docker" and result["files"][runtime]["exists"]:
+                result["docker_default_runtime"] = docker_default_runtime(path)
         marker = os.path.join(params["state_dir"], f"pending-restart-{runtime}.json")
         if not os.path.exists(marker):
             continue

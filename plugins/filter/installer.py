@@ -189,9 +189,40 @@ def installer_agent_dropin(installer: Mapping, name: str, set_as_default: bool) 
     )
 
 
+# kubespray (kubernetes-sigs/kubespray, roles/container-engine/containerd) renders /etc/containerd/config.toml from
+# templates/config.toml.j2 (containerd 2.x) or config-v1.toml.j2 (1.x; v2.24-v2.27: config.toml.j2 with version 2)
+# at every run ("Containerd | Copy containerd config file", notify: Restart containerd), looping over
+# [containerd_runc_runtime] + containerd_additional_runtimes: per runtime `type`, `base_runtime_spec` (a file name
+# below containerd_cfg_dir), `options` (a value whose string is "true"/"false" is written bare, any other quoted)
+# and, in the version-2 templates, `engine` and `root` without a default (v2.24.0 to v2.27.x and config-v1.toml.j2
+# at 46dbdd3, 2026-08). Its templates have no `imports` line; containerd_extra_args is written verbatim at the top.
+KUBESPRAY_CFG_DIR = "/etc/containerd"
+
+
+def kubespray_runtime(config_text: str | None, name: str, binary: str) -> dict:
+    """The containerd_additional_runtimes entry that makes kubespray render the runtime itself: the default
+    runtime's table of the rendered config with BinaryName replaced (installer_runtime_entry), in kubespray's
+    form."""
+    entry = installer_runtime_entry(config_text or "", name, binary, f"{KUBESPRAY_CFG_DIR}/config.toml")
+    result: dict = {"name": name, "type": entry.get("runtime_type", "io.containerd.runc.v2"), "engine": "", "root": ""}
+    spec = entry.get("base_runtime_spec")
+    if (
+        isinstance(spec, str)
+        and spec.startswith(f"{KUBESPRAY_CFG_DIR}/")
+        and "/" not in spec[len(KUBESPRAY_CFG_DIR) + 1 :]
+    ):
+        result["base_runtime_spec"] = spec[len(KUBESPRAY_CFG_DIR) + 1 :]
+    options = {}
+    for key, value in (entry.get("options") or {}).items():
+        options[key] = ("true" if value else "false") if isinstance(value, bool) else value
+    result["options"] = options
+    return result
+
+
 class FilterModule:
     def filters(self):
         return {
             "runtime_config_installer_plan": installer_runtime_plan,
             "runtime_config_installer_dropin": installer_agent_dropin,
+            "runtime_config_kubespray_runtime": kubespray_runtime,
         }

@@ -491,7 +491,17 @@ def refusal_for_run(
     nvidia becomes their default, CDI, and the toolkit config keys it merges (settings; {} for none)."""
     current = facts.get("runtime_defaults") or {}
     toolkit_now = facts.get("toolkit_config") or toolkit_config_facts("/nonexistent")
-    planned = planned_runtimes(current, list(targets or []), bool(set_as_default), bool(enable_cdi), name)
+    targets = list(targets or [])
+    # RKE2/k3s (gpu_node_facts: the agent regenerates the installer's containerd config at every start)
+    agent = ((facts.get("installer") or {}).get("containerd") or {}).get("config_regenerated") == "agent start"
+    through_installer = agent and "containerd" in current and "containerd" not in targets
+    if through_installer:
+        # RKE2/k3s: runtime_config registers the runtime in the installer's containerd (its agent config sets the
+        # default runtime) although containerd is not among the installed runtimes; CDI stays as the agent has it.
+        targets.append("containerd")
+    planned = planned_runtimes(current, targets, bool(set_as_default), bool(enable_cdi), name)
+    if through_installer:
+        planned["containerd"]["cdi"] = current["containerd"].get("cdi")
     return refusal(
         node,
         facts.get("device_plugin") or {},

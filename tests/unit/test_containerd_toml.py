@@ -1367,3 +1367,23 @@ def test_verify_reading_accepts_the_runc_table_a_default_that_moves_brings():
 def test_verify_reading_reads_the_binary_name_case_insensitively_as_containerd_does():
     lower = {"runtime_type": "io.containerd.runc.v2", "options": {"binaryName": NVIDIA["path"]}}
     ct.verify_reading(PATH, _dump({"runc": RUNC}), _dump({"runc": RUNC, "nvidia": lower}), ct.Request(NVIDIA))
+
+
+def test_kubesprays_render_of_the_entry_the_role_reports_is_what_the_merge_wants():
+    """kubespray with the containerd_additional_runtimes entry runtime_config reports (plugins/filter/installer.py)
+    renders the nvidia runtime itself; the role's merge then changes nothing (rendered by the scenario's TEST
+    STAND-IN, molecule/installers/files/kubespray-rerender-standin.py)."""
+    import importlib.util
+
+    from conftest import load_module
+
+    entry = load_module("installer", subdir="plugins/filter").kubespray_runtime(
+        KUBESPRAY, "nvidia", "/usr/bin/nvidia-container-runtime"
+    )
+    path = FIXTURES.parents[2] / "molecule/installers/files/kubespray-rerender-standin.py"
+    spec = importlib.util.spec_from_file_location("kubespray_rerender_standin", path)
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    rendered = standin.render({"containerd_additional_runtimes": [entry]})
+    assert ct.plan_inplace(rendered, PATH, ct.Request(runtime=NVIDIA)).changed is False
+    assert ct.plan_inplace(standin.render({}), PATH, ct.Request(runtime=NVIDIA)).changed is True

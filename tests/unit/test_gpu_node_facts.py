@@ -874,10 +874,38 @@ def test_rke2_agent_node(tmp_path):
         "settings": "agent_config_dropin",
         "config": "/etc/rancher/rke2/config.yaml",
         "dropin_dir": "/etc/rancher/rke2/config.yaml.d",
+        "dropin": "/etc/rancher/rke2/config.yaml.d/90-gpu-node-kubelet.yaml",
         "files": ["/etc/rancher/rke2/config.yaml", "/etc/rancher/rke2/config.yaml.d"],
     }
     # the standard containerd is not there: the runtimes facts stay as they were (no containerd on PATH)
     assert installer["containerd"]["binary"] not in (None, "/usr/bin/containerd")
+
+
+def test_the_runtime_defaults_of_an_rke2_node_are_its_own_containerds(tmp_path):
+    """The GPU pods guard (issue 25) reads runtime_defaults: on RKE2/k3s they come from the installer's containerd
+    with the config its agent generated, not from a containerd on PATH (there is none)."""
+    root = rke2_agent(tmp_path)
+    etc = "/var/lib/rancher/rke2/agent/etc/containerd"
+    dump = (
+        'version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd]\n  default_runtime_name = "nvidia"\n'
+        '[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = false\n'
+    )
+    commands = FakeCommands(
+        {
+            ("/usr/local/bin/rke2", "--version"): (0, RKE2_VERSION, ""),
+            ("/var/lib/rancher/rke2/bin/containerd", "--version"): (0, "containerd x v2.0.2-k3s2 e8b9\n", ""),
+            ("/var/lib/rancher/rke2/bin/containerd", "--config", f"{etc}/config.toml", "config", "dump"): (0, dump, ""),
+        }
+    )
+    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    assert facts["runtimes_installed"] == []
+    state = facts["runtime_defaults"]["containerd"]
+    assert (state["default"], state["cdi"], state["source"]) == ("nvidia", False, "containerd config dump")
+    # without commands: the generated config.toml itself
+    (root / etc.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (root / etc.lstrip("/") / "config.toml").write_text(dump.replace('"nvidia"', '"runc"'))
+    state = facts_module.gather_gpu_node_facts(str(root), run_command=None)["runtime_defaults"]
+    assert state["containerd"]["default"] == "runc" and state["containerd"]["source"] == "files"
 
 
 def test_old_k3s_server_gets_the_v2_template_and_no_default_runtime_option(tmp_path):

@@ -348,3 +348,24 @@ def test_device_plugin_found_by_comm_alone_when_an_interpreter_runs_it(tmp_path)
     facts = gpu_pods.device_plugin_facts(str(tmp_path))
     assert facts["pids"] == [81]
     assert facts["strategies"] == ["envvar"] and facts["source"] == "default"
+
+
+def test_the_guard_reads_the_installers_containerd_on_rke2_and_k3s():
+    """On RKE2/k3s runtime_config configures the installer's containerd although it is not among the installed
+    runtimes (targets are empty there): the guard plans that containerd too (issue 26 review)."""
+    facts = {
+        "device_plugin": PLUGIN_ENVVAR,
+        "runtime_defaults": NVIDIA_DEFAULT,
+        "toolkit_config": TOOLKIT_UPSTREAM,
+        "installer": {"name": "k3s", "containerd": {"config_regenerated": "agent start"}},
+    }
+    message = gpu_pods.refusal_for_run(facts, "gpu1", [], False, True, {})
+    assert message.startswith("Refusing to change gpu1") and "containerd's default runtime nvidia -> runc" in message
+    # nvidia stays the default through the agent option: nothing is taken away
+    assert gpu_pods.refusal_for_run(facts, "gpu1", [], True, True, {}) == ""
+    # a plugin on cdi-cri gets nothing through containerd today (CDI off): nothing to lose
+    cdi_plugin = dict(facts, device_plugin=dict(PLUGIN_ENVVAR, strategies=["cdi-cri"]))
+    assert gpu_pods.refusal_for_run(cdi_plugin, "gpu1", [], False, True, {}) == ""
+    # a kubeadm node with the same facts and no runtime configured: nothing changes, nothing to refuse
+    kubeadm = dict(facts, installer={"name": "kubeadm", "containerd": {"config_regenerated": None}})
+    assert gpu_pods.refusal_for_run(kubeadm, "gpu1", [], False, True, {}) == ""

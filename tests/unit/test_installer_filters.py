@@ -211,3 +211,56 @@ def test_values_the_agent_would_reject_are_refused(params, message):
 def test_a_broken_agent_config_is_named():
     with pytest.raises(Exception, match=r"config\.yaml"):
         dropin(files={CONFIG: "node-label: [a\n"})
+
+
+# ---- kubespray: the inventory entry that keeps the runtime across kubespray runs ----------------------------
+
+
+def _kubespray_standin():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "molecule/installers/files/kubespray-rerender-standin.py"
+    spec = importlib.util.spec_from_file_location("kubespray_rerender_standin", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _fixture(name):
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "fixtures" / "containerd" / name).read_text()
+
+
+def test_the_kubespray_stand_in_renders_what_the_fixture_holds():
+    text = _fixture("v2-kubespray-2.27.toml")
+    body = "".join(line for line in text.splitlines(keepends=True) if not line.startswith("#"))
+    assert _kubespray_standin().render({}) == body
+
+
+def test_the_kubespray_entry_is_runcs_with_one_binary_name_and_kubespray_renders_it():
+    rendered = _fixture("v2-kubespray-2.27.toml")
+    entry = installer.kubespray_runtime(rendered, "nvidia", BINARY)
+    assert entry == {
+        "name": "nvidia",
+        "type": "io.containerd.runc.v2",
+        "engine": "",  # kubespray v2.24-v2.27 and config-v1.toml.j2 read runtime.engine / runtime.root
+        "root": "",
+        "base_runtime_spec": "cri-base.json",  # the template puts containerd_cfg_dir/ in front
+        "options": {"systemdCgroup": "true", "BinaryName": BINARY},  # strings: the template writes them bare
+    }
+    again = _kubespray_standin().render({"containerd_additional_runtimes": [entry]})
+    runtimes = tomllib.loads(again)["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["nvidia"]["options"] == {"systemdCgroup": True, "BinaryName": BINARY}
+    assert runtimes["nvidia"]["base_runtime_spec"] == "/etc/containerd/cri-base.json"
+    # kubespray's render of the entry is what the role's merge leaves: a rerun of the role changes nothing there
+    assert installer.kubespray_runtime(again, "nvidia", BINARY) == entry
+
+
+def test_a_kubespray_entry_without_engine_fails_as_kubesprays_template_would():
+    standin = _kubespray_standin()
+    with pytest.raises(KeyError):
+        standin.render(
+            {"containerd_additional_runtimes": [{"name": "nvidia", "type": "io.containerd.runc.v2", "options": {}}]}
+        )

@@ -265,3 +265,30 @@ def test_the_repository_chain_is_skipped_only_for_the_pinned_valid_key_and_the_f
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == expected, (case, result.stdout, result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("installed", "installer", "configure", "expected"),
+    [
+        (["containerd"], {"name": "kubeadm", "containerd": {"config_regenerated": None}}, True, True),
+        ([], {"name": "k3s", "containerd": {"config_regenerated": "agent start"}}, True, True),  # not on PATH
+        ([], {"name": "rke2", "containerd": {"config_regenerated": "agent start"}}, False, False),
+        ([], {"name": "unknown", "containerd": None}, True, False),
+        ([], {"name": "kubespray", "containerd": {"config_regenerated": "kubespray run"}}, True, False),
+    ],
+)
+def test_runtime_config_is_included_on_rke2_and_k3s_whose_containerd_is_not_on_path(
+    installed, installer, configure, expected
+):
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    loaded = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in loaded.items()}
+    variables.update(
+        nvidia_container_toolkit_runtimes=[],
+        nvidia_container_toolkit_configure_runtimes=configure,
+        ansible_facts={"gpu_node": {"runtimes_installed": installed, "installer": installer}},
+    )
+    templar = Templar(loader=DataLoader(), variables=variables)
+    assert templar.template(trust_as_template("{{ __nvidia_container_toolkit_register | bool }}")) is expected

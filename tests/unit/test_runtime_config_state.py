@@ -130,3 +130,20 @@ def test_systemd_that_prints_no_number_fails_the_read_with_its_output(tmp_path, 
     monkeypatch.setattr(MOD.AnsibleModule, "run_command", lambda self, argv, **kw: (0, "[not set]\n", ""))
     res = run_module(MOD, _args(tmp_path))
     assert res.failed and "cannot ask systemd when docker started: [not set]" in res.result["msg"]
+
+
+def test_a_change_left_for_the_installer_agents_restart_is_pending_too(tmp_path, monkeypatch):
+    """RKE2/k3s: no runtime is among the installed ones; the agent unit's marker is read all the same."""
+    entry = {"path": "/var/lib/rancher/k3s/agent/etc/containerd/config.toml.tmpl", "existed": False, "backup_file": ""}
+    marker = tmp_path / "pending-restart-k3s.service.json"
+    marker.write_text(json.dumps(entry) + "\n")
+    calls = _systemd_started(monkeypatch, 1)  # the agent started long before the marker was written
+    res = run_module(MOD, {**_args(tmp_path, runtimes=()), "agents": ["k3s.service"]})
+    assert res.result["pending"] == {"k3s.service": entry} and res.result["files"] == {}
+    assert calls == [["systemctl", "show", "k3s.service", "-p", "ExecMainStartTimestampMonotonic", "--value"]]
+    # once the agent restarted after it, the marker is done with
+    past = time.time() - 600
+    os.utime(marker, (past, past))
+    _systemd_started(monkeypatch, int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e6) - 1_000_000)
+    res = run_module(MOD, {**_args(tmp_path, runtimes=()), "agents": ["k3s.service"]})
+    assert res.result["applied"] == ["k3s.service"] and not marker.exists()

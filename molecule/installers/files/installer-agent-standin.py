@@ -19,7 +19,8 @@ SystemdCgroup, the runtimes found for nvidia-container-runtime in /usr/bin or /u
 versions where this stand-in claims detection, the ones gpu_node_facts does), and default_runtime_name
 from the agent option default-runtime. restrict_oom_score_adj: the node containers are unprivileged.
 It also records the kubelet settings it would pass (node-label, node-taint, kubelet-arg) in
-<data-dir>/agent/standin-kubelet.json, for the tests. Never shipped in a role.
+<data-dir>/agent/standin-kubelet.json, for the tests, and exits as the real agent does when its kubelet refuses
+them (feature gates named Unknown..., as the kubelet stand-in). Never shipped in a role.
 """
 
 from __future__ import annotations
@@ -154,8 +155,24 @@ def render(config: dict) -> str:
     return rendered
 
 
+def kubelet_refusal(config: dict) -> str:
+    """The real agent runs the kubelet in its own process and exits when the kubelet refuses its flags; like the
+    kubelet stand-in (molecule/kubelet/files/kubelet-standin) this one refuses feature gates named Unknown...
+    ("unrecognized feature gate", k8s component-base featuregate)."""
+    for arg in config.get("kubelet-arg", []):
+        name, _, value = str(arg).lstrip("-").partition("=")
+        if name == "feature-gates":
+            for gate in value.split(","):
+                if gate.split("=", 1)[0].strip().startswith("Unknown"):
+                    return f"kubelet: unrecognized feature gate: {gate.split('=', 1)[0].strip()}"
+    return ""
+
+
 def run_agent() -> None:
     config = read_agent_config()
+    refused = kubelet_refusal(config)
+    if refused:
+        sys.exit(f"{NAME}: {refused}")
     os.makedirs(ETC, exist_ok=True)
     text = render(config)
     with open(f"{ETC}/config.toml", "w", encoding="utf-8") as handle:

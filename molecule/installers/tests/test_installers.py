@@ -16,6 +16,7 @@ sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
 from tests.cri.client import CriClient, node_socket
 
+testinfra_hosts = ["ansible://in-k3s", "ansible://in-rke2"]  # in-kubespray: test_kubespray.py
 SOCKET = "/run/k3s/containerd/containerd.sock"
 STANDIN_LOG = "/var/log/nvidia-container-runtime-standin.log"
 IMAGE = "docker.io/gpunode-test/busybox:latest"
