@@ -34,6 +34,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.doctor_params import shared_doctor_params
+
 BINARIES = Path(
     os.environ.get("NVIDIA_TOOLKIT_BINARIES", ROOT.parent / "shared" / "upstream" / "nvidia-container-toolkit")
 )
@@ -155,7 +158,8 @@ def step_facts(report) -> dict:
 
 
 def step_doctor(report, facts: dict, gpus: list[dict]) -> None:
-    rows = {r["check"]: r for r in _ansible("gpu_validate_checks", {"families": ["driver"], "node": facts})["checks"]}
+    args = {"families": ["driver"], "node": facts, **shared_doctor_params()}
+    rows = {r["check"]: r for r in _ansible("gpu_validate_checks", args)["checks"]}
     for name in ("NVIDIA driver", "nvidia-smi"):
         row = rows.get(name, {})
         report(

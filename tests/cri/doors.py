@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 
+from tests.doctor_params import shared_doctor_params
+
 LOG = "/var/log/nvidia-container-runtime.log"
 CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CRI_IMAGE = "docker.io/gpunode-test/busybox:latest"
@@ -79,6 +81,6 @@ def set_in_config(host, old: str, new: str) -> None:
 def doctor(host, runtimes: list[str], families=("toolkit", "doors"), **more) -> dict:
     """The doctor's rows of these families on this node, as the gpu_validate role runs the module."""
     facts = host.ansible("gpu_node_facts", check=False)["ansible_facts"]["gpu_node"]
-    args = {"families": list(families), "node": facts, "runtimes": runtimes, **more}
+    args = {"families": list(families), "node": facts, "runtimes": runtimes, **shared_doctor_params(), **more}
     result = host.ansible("gpu_validate_checks", json.dumps(args), check=False)
     return {row["check"]: row for row in result["checks"]}

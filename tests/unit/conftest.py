@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.doctor_params import shared_doctor_params, shared_values
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 
@@ -134,22 +136,9 @@ def run_local_playbook(playbook, *extra: str):
     )
 
 
-def shared_values() -> dict:
-    """roles/gpu_node_facts/vars/main.yml: the values several roles share, the one home of each."""
-    import yaml
-
-    return yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml").read_text())
-
-
 def doctor_params(checks) -> dict:
     """gpu_validate_checks' parameters as the role passes them: the module's defaults and the shared values."""
-    shared = shared_values()
-    return {
-        **{key: spec.get("default") for key, spec in checks.ARGUMENT_SPEC.items()},
-        "runtime_binary": shared["__gpu_node_facts_runtime_binary"],
-        "kubelet_dropin_name": shared["__gpu_node_facts_kubelet_dropin_name"],
-        "kubelet_dropin_min": shared["__gpu_node_facts_kubelet_dropin_min"],
-    }
+    return {**{key: spec.get("default") for key, spec in checks.ARGUMENT_SPEC.items()}, **shared_doctor_params()}
 
 
 def role_defaults(role: str) -> dict:

@@ -57,3 +57,17 @@ def test_one_platform_list_and_one_min_ansible_version():
     assert all(
         "gpu_node_facts" in str(meta["dependencies"]) for role, meta in metas.items() if role != "gpu_node_facts"
     )
+
+
+def test_tests_that_call_the_doctor_directly_pass_the_shared_values():
+    """The doctor module has no fallback for the shared values: a test helper that runs gpu_validate_checks itself
+    (not through the gpu_validate role) passes them from tests/doctor_params.py, else every row it asks for fails
+    with 'missing required arguments'."""
+    callers = [
+        path
+        for folder in ("molecule", "tests")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "unit" not in path.relative_to(ROOT).parts and '"gpu_validate_checks"' in path.read_text()
+    ]
+    assert callers, "no test helper calls the doctor module directly: this test looks in the wrong place"
+    assert [str(p.relative_to(ROOT)) for p in callers if "shared_doctor_params()" not in p.read_text()] == []
