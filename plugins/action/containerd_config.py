@@ -158,15 +158,25 @@ class ActionModule(ActionBase):
             f'c={q(candidate)}; (set -C; : > "$c"); trap \'rm -f "$c"\' EXIT; '
             f'cat {q(source)} > "$c"; {q(binary)} --config "$c" config dump'
         )
-        res = self._low_level_execute_command(f"/bin/sh -c {q(command)}", sudoable=True)
+        reading = self._config_dump(
+            ct,
+            command,
+            f"{path} was not changed: containerd cannot read the config (`{binary} --config <candidate> config dump` "
+            "failed",
+            "`containerd config dump` of the candidate",
+        )
+        return ct.reading_as(ct.reading_as(reading, candidate, path), source, path)
+
+    def _config_dump(self, ct, command: str, refusal: str, label: str) -> dict:
+        """Run a `containerd ... config dump` shell command as root and parse its output; a failure raises the
+        refusal with the rc and the end of stderr (nothing has been written at that point)."""
+        res = self._low_level_execute_command(f"/bin/sh -c {shlex.quote(command)}", sudoable=True)
         if res.get("rc") != 0:
             raise AnsibleActionFail(
-                f"{path} was not changed: containerd cannot read the config (`{binary} --config "
-                f"<candidate> config dump` failed, rc={res.get('rc')}): "
-                f"{to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending settings, then run again."
+                f"{refusal}, rc={res.get('rc')}): {to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending "
+                "settings, then run again."
             )
-        reading = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config dump` of the candidate")
-        return ct.reading_as(ct.reading_as(reading.unwrap(), candidate, path), source, path)
+        return ct.parse_document(to_text(res.get("stdout", "")), label).unwrap()
 
     def _verify(self, ct, outcome, request, binary: str) -> None:
         """Refuse (nothing written) when containerd reads the candidate otherwise than the request meant. The
@@ -203,16 +213,14 @@ class ActionModule(ActionBase):
             command += f'cat {q(source)} > "$s"/{q(name)}; '
         command += f"{q(binary)} --config {q(staged_root)} config dump"
         self._fixup_perms2(files)
-        res = self._low_level_execute_command(f"/bin/sh -c {q(command)}", sudoable=True)
-        if res.get("rc") != 0:
-            raise AnsibleActionFail(
-                f"{dropin.path} and {root.path} were not changed: containerd cannot read the config with the drop-in "
-                f"(`{binary} --config <root> config dump` with the {'new' if candidate else 'current'} drop-in "
-                f"staged, rc={res.get('rc')}): {to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending "
-                "settings, then run again."
-            )
-        reading = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config dump` with the drop-in")
-        return ct.unstage_reading(reading.unwrap(), staged_root, root.path, stage, dropin.path)
+        reading = self._config_dump(
+            ct,
+            command,
+            f"{dropin.path} and {root.path} were not changed: containerd cannot read the config with the drop-in "
+            f"(`{binary} --config <root> config dump` with the {'new' if candidate else 'current'} drop-in staged",
+            "`containerd config dump` with the drop-in",
+        )
+        return ct.unstage_reading(reading, staged_root, root.path, stage, dropin.path)
 
     def _verify_dropin(self, ct, root, dropin, request, binary: str) -> None:
         """method=dropin: refuse (nothing written) when containerd reads the root config with the new drop-in
