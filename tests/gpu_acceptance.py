@@ -15,9 +15,15 @@ Steps (each prints PASS or FAIL with what it compared):
   3. NVIDIA's `nvidia-ctk cdi generate` against the real driver, the spec checked: kind nvidia.com/gpu, one device
      per GPU by index and by UUID, an `all` device, each GPU's /dev/nvidiaN among its device nodes and present on
      the host, /dev/nvidiactl in the common edits.
-  4. A container with a CDI GPU request (the annotation cdi.k8s.io/...=nvidia.com/gpu=0) through NVIDIA's real
-     nvidia-container-runtime (config: mode cdi, the generated spec) and runc: it sees /dev/nvidia0, and, on a
-     machine with several GPUs, not /dev/nvidia1. The root filesystem is busybox-static's busybox.
+  4. Containers through NVIDIA's real nvidia-container-runtime (mode cdi, the generated spec, the toolkit role's
+     hardened settings) and runc, root filesystem busybox-static's busybox:
+     - one with a CDI GPU request (annotation cdi.k8s.io/...=nvidia.com/gpu=0) sees /dev/nvidia0 and, on a
+       machine with several GPUs, not /dev/nvidia1;
+     - two that request none, one with NVIDIA_VISIBLE_DEVICES=all, one with a volume at
+       /var/run/nvidia-container-devices/all, see no /dev/nvidia* and the runtime injects nothing;
+     - control: the envvar one with accept-nvidia-visible-devices-envvar-when-unprivileged = true is injected,
+       so the check above can fail.
+  GPU_ACCEPTANCE_KEEP=<dir> keeps the generated spec and the runtime's configs and debug logs there.
 
 Without an NVIDIA GPU and loaded driver it refuses (exit 2) and says what is missing; it never runs in CI.
 Nothing on the machine is changed outside a temporary directory (the container is removed).
@@ -31,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,14 +126,17 @@ def refusal(has_gpu: bool, driver_loaded: bool, tools: dict[str, bool]) -> str:
 
 
 def _ansible(module: str, args: dict) -> dict:
-    """Run one of the project's modules on this machine through ansible (the project's ansible.cfg)."""
-    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    """Run one of the project's modules on this machine through ansible (the project's ansible.cfg).
+
+    ansible-core alone does: the minimal callback prints `localhost | SUCCESS => {result as JSON}`."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
     argv = [shutil.which("ansible") or str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local"]
-    argv += ["-m", module, "-a", json.dumps(args)]
+    argv += ["-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}"]
+    argv += ["-m", module] + (["-a", json.dumps(args)] if args else [])
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     try:
-        result = json.loads(proc.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
-    except (ValueError, KeyError, IndexError):
+        result = json.loads(proc.stdout.split(" => ", 1)[1])
+    except (ValueError, IndexError):
         raise RuntimeError(f"ansible -m {module} failed: {proc.stdout[-2000:]} {proc.stderr[-2000:]}") from None
     if result.get("failed"):
         raise RuntimeError(f"{module} failed: {result.get('msg')}")
@@ -180,8 +190,18 @@ def step_cdi(report, work: Path, gpus: list[dict]) -> Path:
     out = spec_dir / "nvidia.yaml"
     env = dict(os.environ, PATH=f"{BINARIES}:{os.environ.get('PATH', '')}")
     proc = subprocess.run(
-        [str(BINARIES / "nvidia-ctk"), "cdi", "generate", f"--output={out}"], env=env, capture_output=True, text=True
+        [
+            str(BINARIES / "nvidia-ctk"),
+            "cdi",
+            "generate",
+            f"--output={out}",
+            f"--nvidia-cdi-hook-path={BINARIES / 'nvidia-cdi-hook'}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
     )
+    _keep(out)
     if proc.returncode != 0:
         report("nvidia-ctk cdi generate", False, proc.stderr[-1500:])
         return spec_dir
@@ -190,44 +210,122 @@ def step_cdi(report, work: Path, gpus: list[dict]) -> Path:
     return spec_dir
 
 
-def step_container(report, work: Path, spec_dir: Path, gpus: list[dict]) -> None:
-    bundle = work / "bundle"
-    rootfs = bundle / "rootfs"
-    (rootfs / "bin").mkdir(parents=True)
-    shutil.copy(shutil.which("busybox"), rootfs / "bin" / "busybox")
-    for tool in ("sh", "ls"):
-        (rootfs / "bin" / tool).symlink_to("busybox")
+def _keep(path: Path) -> None:
+    """Copy a file the check made to $GPU_ACCEPTANCE_KEEP (when set), to read after the run."""
+    keep = os.environ.get("GPU_ACCEPTANCE_KEEP")
+    if keep and path.exists():
+        shutil.copy(path, Path(keep) / path.name)
+
+
+def _container(
+    work: Path, spec_dir: Path, name: str, script: str, annotations=None, env=None, mounts=None, accept_envvar=False
+):
+    """Run one container through NVIDIA's real runtime (mode cdi, the generated spec) and runc.
+
+    The runtime's config is the hardened one the toolkit role writes (envvar and volume-mount doors shut,
+    CDI annotations only with the prefix given) unless accept_envvar opens the envvar door (the control).
+    The script prints OK as its last line when the container saw what it should.
+    Returns (exit code of `create`, the container's output, the runtime's debug log)."""
+    rootfs = work / "rootfs"
+    if not rootfs.exists():
+        (rootfs / "bin").mkdir(parents=True)
+        shutil.copy(shutil.which("busybox"), rootfs / "bin" / "busybox")
+        for tool in ("sh", "ls", "env", "grep"):
+            (rootfs / "bin" / tool).symlink_to("busybox")
+    bundle = work / name
+    bundle.mkdir()
     subprocess.run(["runc", "spec", "--bundle", str(bundle)], check=True)
     spec = json.loads((bundle / "config.json").read_text())
     spec["process"]["terminal"] = False
-    spec["process"]["args"] = ["sh", "-c", "ls /dev/nvidia0 && ! ls /dev/nvidia1 2>/dev/null"]
-    spec["root"]["readonly"] = True
-    spec["annotations"] = {"cdi.k8s.io/gpunode-acceptance": "nvidia.com/gpu=0"}
+    spec["process"]["args"] = ["sh", "-c", script]
+    spec["process"]["env"] += [f"{k}={v}" for k, v in (env or {}).items()]
+    # writable, as a pod's is: the CDI spec's update-ldcache hook writes the container's /etc/ld.so.cache
+    spec["root"] = {"path": str(rootfs), "readonly": False}
+    spec["mounts"] += mounts or []
+    spec["annotations"] = annotations or {}
     (bundle / "config.json").write_text(json.dumps(spec))
-    log = work / "nvidia-container-runtime.log"
-    config = work / "config.toml"
+    log = work / f"{name}.log"
+    config = work / f"{name}.toml"
     config.write_text(
-        "accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
+        f"accept-nvidia-visible-devices-envvar-when-unprivileged = {str(accept_envvar).lower()}\n"
         "accept-nvidia-visible-devices-as-volume-mounts = false\n"
         "[nvidia-container-runtime]\n"
         f'debug = "{log}"\nlog-level = "debug"\nmode = "cdi"\nruntimes = ["runc"]\n'
         "[nvidia-container-runtime.modes.cdi]\n"
         f'annotation-prefixes = ["cdi.k8s.io/"]\ndefault-kind = "nvidia.com/gpu"\nspec-dirs = ["{spec_dir}"]\n'
     )
-    env = dict(os.environ, NVIDIA_CTK_CONFIG_FILE_PATH=str(config), PATH=f"{BINARIES}:{os.environ.get('PATH', '')}")
-    name = f"gpunode-acceptance-{os.getpid()}"
-    proc = subprocess.run(
-        [str(BINARIES / "nvidia-container-runtime"), "run", "--bundle", str(bundle), name],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    run_env = dict(os.environ, NVIDIA_CTK_CONFIG_FILE_PATH=str(config), PATH=f"{BINARIES}:{os.environ.get('PATH', '')}")
+    cid = f"gpunode-acceptance-{os.getpid()}-{name}"
+    output_file = work / f"{name}.out"
+    # `create`, not `run`: the runtime edits the OCI spec on `create` only (as containerd, docker and CRI-O
+    # call it) and passes every other command to runc unchanged
+    try:
+        with output_file.open("w") as output:
+            proc = subprocess.run(
+                [str(BINARIES / "nvidia-container-runtime"), "create", "--bundle", str(bundle), cid],
+                env=run_env,
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=output,
+                timeout=120,
+            )
+        if proc.returncode == 0:
+            subprocess.run(["runc", "start", cid], capture_output=True, timeout=60)
+            for _ in range(600):
+                state = subprocess.run(["runc", "state", cid], capture_output=True, text=True)
+                if state.returncode != 0 or json.loads(state.stdout).get("status") == "stopped":
+                    break
+                time.sleep(0.1)
+    finally:
+        subprocess.run(["runc", "delete", "--force", cid], capture_output=True)
+    _keep(log)
+    _keep(config)
+    return proc.returncode, output_file.read_text().strip()[-800:], log.read_text() if log.exists() else ""
+
+
+INJECTED = "Injecting devices using CDI"
+# what a container without a GPU prints: no NVIDIA device node at all
+SEES_NONE = "ls /dev/nvidia* 2>/dev/null || echo OK"
+
+
+def step_container(report, work: Path, spec_dir: Path, gpus: list[dict]) -> None:
+    """A CDI GPU request gets GPU 0 (and not GPU 1); containers that request none get no device by either
+    door (NVIDIA_VISIBLE_DEVICES=all, a volume at /var/run/nvidia-container-devices/all); the control shows
+    the envvar check can fail: with the envvar door opened the same container IS injected."""
+    rc, out, log = _container(
+        work,
+        spec_dir,
+        "cdi-request",
+        "ls /dev/nvidia0 && ! ls /dev/nvidia1 2>/dev/null && echo OK",
+        annotations={"cdi.k8s.io/gpunode-acceptance": "nvidia.com/gpu=0"},
     )
-    subprocess.run(["runc", "delete", "--force", name], capture_output=True)
-    decisions = log.read_text() if log.exists() else ""
-    injected = "Injecting devices using CDI: [nvidia.com/gpu=0]" in decisions
-    detail = f"exit {proc.returncode}: {proc.stdout.strip()} {proc.stderr.strip()[-800:]}"
-    report("container with a CDI GPU request through NVIDIA's runtime", proc.returncode == 0 and injected, detail)
+    report(
+        "container with a CDI GPU request through NVIDIA's runtime",
+        rc == 0 and out.endswith("OK") and f"{INJECTED}: [nvidia.com/gpu=0]" in log,
+        f"exit {rc}: {out}",
+    )
+    env_all = {"NVIDIA_VISIBLE_DEVICES": "all"}
+    rc, out, log = _container(work, spec_dir, "no-request-envvar", SEES_NONE, env=env_all)
+    report(
+        "no GPU for an unprivileged container with NVIDIA_VISIBLE_DEVICES=all",
+        rc == 0 and out.endswith("OK") and INJECTED not in log,
+        f"exit {rc}: {out}",
+    )
+    volume = {"destination": "/var/run/nvidia-container-devices/all", "type": "tmpfs", "source": "tmpfs"}
+    rc, out, log = _container(work, spec_dir, "no-request-volume", SEES_NONE, mounts=[volume])
+    report(
+        "no GPU for a container with a volume at /var/run/nvidia-container-devices/all",
+        rc == 0 and out.endswith("OK") and INJECTED not in log,
+        f"exit {rc}: {out}",
+    )
+    rc, out, log = _container(
+        work, spec_dir, "control-envvar-open", "ls /dev/nvidia0 && echo OK", env=env_all, accept_envvar=True
+    )
+    report(
+        "control: with the envvar door opened the same container is injected (the check above can fail)",
+        rc == 0 and out.endswith("OK") and INJECTED in log,
+        f"exit {rc}: {out}",
+    )
 
 
 def main() -> int:
@@ -258,12 +356,23 @@ def main() -> int:
     )
     gpus = smi_gpus(smi.stdout)
     report("nvidia-smi lists the GPUs", smi.returncode == 0 and bool(gpus), smi.stdout.strip() or smi.stderr.strip())
-    facts = step_facts(report)
-    step_doctor(report, facts, gpus)
+    # a step that breaks is a FAIL with its error, and the steps after it still run
+    try:
+        facts = step_facts(report)
+    except Exception as error:
+        report("gpu_node_facts", False, repr(error))
+        facts = {}
+    try:
+        step_doctor(report, facts, gpus)
+    except Exception as error:
+        report("doctor", False, repr(error))
     with tempfile.TemporaryDirectory(prefix="gpunode-acceptance-") as tmp:
         work = Path(tmp)
         spec_dir = step_cdi(report, work, gpus)
-        step_container(report, work, spec_dir, gpus)
+        try:
+            step_container(report, work, spec_dir, gpus)
+        except Exception as error:
+            report("containers", False, repr(error))
     print(f"gpu_acceptance: {'FAILED: ' + ', '.join(failed) if failed else 'all steps passed'}")
     return 1 if failed else 0
 
