@@ -6,6 +6,9 @@ Run it as root from the project root, with the project's venv (ansible) and NVID
 
     sudo .venv/bin/python tests/gpu_acceptance.py            # exit 0: every step passed
 
+It needs only python3 with ansible-core (a bare machine: `pip install ansible-core`), runc, busybox (busybox-static)
+and nvidia-smi on PATH.
+
 Steps (each prints PASS or FAIL with what it compared):
   1. gpu_node_facts on the real sysfs: its GPUs (PCI address and device ID) are those of /sys/bus/pci with vendor
      0x10de and a display/3D class, and the flavour nvidia_driver_flavour=auto picks for them (open or
