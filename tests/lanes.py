@@ -27,9 +27,10 @@ LANES = {"molecule-cgroup2": (0, True), "demo": (0, True), "molecule": (1, False
 # the first apt cache slot of each molecule lane's nodes (create.yml takes <image>-<n> from here on)
 APT_SLOT_FIRST = {"molecule-cgroup2": 0, "molecule": 8, "molecule-2": 16}
 # scenarios without a forky node that run on lane 0 or 2 instead of lane 1, to even the lanes out
-# (fleet, 6.3 min, moved from lane 0 to lane 1 when molecule crio, 5.5 min on lane 1, was folded into
-# runtime_config on lane 0 as its rc-crio node)
+# (fleet to lane 2: with kubelet, nvidia_driver, fuse_security and nvidia_runtime lane 1 was the longest,
+# CHANGELOG.md "Test times")
 SCENARIO_GROUPS = {
+    "fleet": "molecule-2",
     "gpu_pods": "molecule-2",
     "installers": "molecule-2",
     "nvidia_container_toolkit": "molecule-2",
