@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
-import string
 
 from ansible.module_utils.gpu_validate_containers import (
+    ALLOWED_DEFAULT_FIX,
     COUNT_DEVICES,
-    NO_SH,
-    SYS_ADMIN_NOTE,
     container_run,
     container_run_row,
     default_runtime_row,
-    device_count,
+    envvar_isolation_row,
+    new_run_id,
+    sys_admin_row,
 )
 from ansible.module_utils.gpu_validate_doors import annotation_passthrough
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
@@ -162,7 +161,7 @@ def containerd_state(params: dict, node: dict, host: Node) -> dict:
         "cri": {},
         # pod_annotations / container_annotations of the nvidia runtime (None: no dump)
         "passthrough": annotation_passthrough(out, params["runtime_name"]) if rc == 0 else None,
-        "id": "gpu-validate-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12)),
+        "id": new_run_id(),
     }
     if not running:
         return state
@@ -304,8 +303,7 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
                 "containerd",
                 containerd["default"],
                 f"default_runtime_name is {name}: every pod whose image sets",
-                "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI and keep"
-                " NVIDIA_VISIBLE_DEVICES hardening on",
+                ALLOWED_DEFAULT_FIX,
             )
         )
     check = "containerd: container via nvidia"
@@ -341,7 +339,6 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
             )
         )
     check = f"containerd: GPU isolation ({name})"
-    count = device_count(isolation)
     if not has_gpu:
         rows.append(table_row(check, "skipped", "no GPU"))
     elif state == "no_image":
@@ -359,22 +356,8 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
                 "Pull or import the image into that namespace (it needs sh, ls and wc)",
             )
         )
-    elif count is None:
-        rc, _out, err = isolation if isolation is not None else ("", "", "")
-        rows.append(
-            table_row(check, "fail", f"the container did not run: exit code {rc} " + truncate(err.strip(), 200), NO_SH)
-        )
-    elif int(count) == 0:
-        rows.append(table_row(check, "ok", "NVIDIA_VISIBLE_DEVICES=all, no GPU requested: no /dev/nvidia* device"))
     else:
-        rows.append(
-            table_row(
-                check,
-                "fail",
-                f"NVIDIA_VISIBLE_DEVICES=all, no GPU requested: {count} /dev/nvidia* devices visible",
-                "Set nvidia_container_toolkit_accept_envvar_when_unprivileged: false, run site.yml --tags toolkit",
-            )
-        )
+        rows.append(envvar_isolation_row(check, isolation))
     return rows
 
 
@@ -424,26 +407,17 @@ def containerd_sys_admin_row(params: dict, node: dict, containerd: dict, result)
             f"image {image} is not in ctr namespace {ns}",
             "Pull or import the image into that namespace (it needs sh, ls and wc)",
         )
-    count = device_count(result)
-    if count is None:
-        rc, _out, err = result if result is not None else ("", "", "")
-        return table_row(
-            check,
-            "fail",
-            f"the container did not run through {said}: exit code {rc} " + truncate(err.strip(), 200),
-            "Read the error; the test image needs sh, ls and wc, and gpu_validate_containerd_run_options"
-            " apply to this container too",
-        )
-    if int(count) == 0:
-        return table_row(check, "ok", f"{like} through {said}: no /dev/nvidia* device{SYS_ADMIN_NOTE}")
-    return table_row(
+    return sys_admin_row(
         check,
-        "fail",
-        f"{like} through {said} sees {count} /dev/nvidia* devices: every pod without a RuntimeClass that has"
-        " CAP_SYS_ADMIN can get GPUs",
+        result,
+        like,
+        f" through {said}",
+        "every pod without a RuntimeClass that has CAP_SYS_ADMIN can get GPUs",
         f"Make runc CRI's default (nvidia_container_toolkit_set_as_default: false, or fix default_runtime_name and"
         f" runtimes.{default} in config.toml), run site.yml --tags runtime; FUSE pods must not use RuntimeClass"
         " nvidia unless they request GPUs",
+        no_run_fix="Read the error; the test image needs sh, ls and wc, and gpu_validate_containerd_run_options"
+        " apply to this container too",
     )
 
 

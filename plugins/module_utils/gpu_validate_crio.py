@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
-import string
 
 from ansible.module_utils.gpu_validate_containers import (
     COUNT_DEVICES,
-    NO_SH,
-    SYS_ADMIN_NOTE,
     container_run,
     container_run_row,
     default_runtime_row,
-    device_count,
+    envvar_isolation_row,
+    new_run_id,
+    sys_admin_row,
 )
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
 from ansible.module_utils.gpu_validate_logic import (
@@ -55,7 +53,7 @@ def crio_state(params: dict, node: dict, host: Node) -> dict:
         "crictl": None,
         "image": False,
         "cgroup_parent": "gpu_validate.slice",
-        "id": "gpu-validate-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12)),
+        "id": new_run_id(),
     }
     if not state["running"]:
         return state
@@ -266,27 +264,12 @@ def crio_container_rows(params: dict, node: dict, crio: dict, run, isolation) ->
             container_run_row(params, check, run, f"crictl run --runtime {name} {image} true", "crio", "the crio logs")
         )
     check = f"crio: GPU isolation ({name})"
-    count = device_count(isolation)
     if not truthy(node.get("has_gpu")):
         rows.append(table_row(check, "skipped", "no GPU"))
     elif reason:
         rows.append(table_row(check, *reason))
-    elif count is None:
-        rc, _out, err = isolation if isolation is not None else ("", "", "")
-        rows.append(
-            table_row(check, "fail", f"the pod did not run: exit code {rc} " + truncate(err.strip(), 200), NO_SH)
-        )
-    elif int(count) == 0:
-        rows.append(table_row(check, "ok", "NVIDIA_VISIBLE_DEVICES=all, no GPU requested: no /dev/nvidia* device"))
     else:
-        rows.append(
-            table_row(
-                check,
-                "fail",
-                f"NVIDIA_VISIBLE_DEVICES=all, no GPU requested: {count} /dev/nvidia* devices visible",
-                "Set nvidia_container_toolkit_accept_envvar_when_unprivileged: false, run site.yml --tags toolkit",
-            )
-        )
+        rows.append(envvar_isolation_row(check, isolation, "pod"))
     return rows
 
 
@@ -307,23 +290,16 @@ def crio_sys_admin_row(params: dict, node: dict, crio: dict, result) -> dict:
         return table_row(
             check, "warn", f"image {params['crio_test_image']} is not in CRI-O's image store", "crictl pull it"
         )
-    count = device_count(result)
-    if count is None:
-        rc, _out, err = result if result is not None else ("", "", "")
-        detail = f"the pod did not run through CRI-O's default runtime {default}: exit code {rc} "
-        return table_row(check, "fail", detail + truncate(err.strip(), 200), NO_SH)
-    if int(count) == 0:
-        return table_row(
-            check, "ok", f"{like} through CRI-O's default runtime {default}: no /dev/nvidia* device{SYS_ADMIN_NOTE}"
-        )
-    return table_row(
+    return sys_admin_row(
         check,
-        "fail",
-        f"{like} through CRI-O's default runtime {default} sees {count} /dev/nvidia* devices: every pod without a"
-        " RuntimeClass that has CAP_SYS_ADMIN can get GPUs",
+        result,
+        like,
+        f" through CRI-O's default runtime {default}",
+        "every pod without a RuntimeClass that has CAP_SYS_ADMIN can get GPUs",
         "Make runc (or crun) CRI-O's default (nvidia_container_toolkit_set_as_default: false, or fix default_runtime"
         " in crio.conf.d), run site.yml --tags runtime; FUSE pods must not use RuntimeClass nvidia unless they"
         " request GPUs",
+        what="pod",
     )
 
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 
 from ansible.module_utils.gpu_validate_containers import (
+    ALLOWED_DEFAULT_FIX,
     COUNT_DEVICES,
-    NO_SH,
-    SYS_ADMIN_NOTE,
     container_run,
     container_run_row,
-    device_count,
+    default_runtime_row,
+    envvar_isolation_row,
+    sys_admin_row,
 )
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
 
@@ -75,22 +76,16 @@ def docker_rows(
             ]
         else:
             rows = [table_row(check, "skipped", "no GPU (and no toolkit installed)")]
-        if docker["default"] != name:
-            rows.append(table_row("docker: default runtime", "ok", f"{docker['default']} ({name} is not the default)"))
-        else:
-            detail = (
-                f"{name} is the default runtime: every container that sets NVIDIA_VISIBLE_DEVICES (all CUDA images"
-                " do) can get GPUs, also pods that request none"
+        rows.append(
+            default_runtime_row(
+                params,
+                "docker",
+                docker["default"],
+                f"{name} is the default runtime: every container that sets",
+                ALLOWED_DEFAULT_FIX,
+                unnamed="",
             )
-            if params["nvidia_default_allowed"]:
-                fix = (
-                    "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI and keep"
-                    " NVIDIA_VISIBLE_DEVICES hardening on"
-                )
-                rows.append(table_row("docker: default runtime", "warn", detail, fix))
-            else:
-                fix = "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime"
-                rows.append(table_row("docker: default runtime", "fail", detail, fix))
+        )
     missing_image = (
         f"image {test_image} is not in docker (never pulled)",
         f"Load or pull {test_image} on the node, or name an image it has",
@@ -115,8 +110,6 @@ def docker_rows(
         )
     for item in ("nvidia", "default"):
         check = f"docker: GPU isolation ({name if item == 'nvidia' else 'default'})"
-        result = isolation.get(item)
-        count = device_count(result)
         if not has_gpu:
             rows.append(table_row(check, "skipped", "no GPU"))
         elif not test_image:
@@ -129,21 +122,11 @@ def docker_rows(
                     check, "warn", missing_image[0], f"Load or pull {test_image} on the node (it needs sh, ls and wc)"
                 )
             )
-        elif count is None:
-            rc, _out, err = result if result is not None else ("", "", "")
-            detail = f"the container did not run: exit code {rc} " + truncate(err.strip(), 200)
-            rows.append(table_row(check, "fail", detail, NO_SH))
-        elif int(count) == 0:
-            rows.append(table_row(check, "ok", "NVIDIA_VISIBLE_DEVICES=all, no GPU requested: no /dev/nvidia* device"))
+        elif item == "nvidia":
+            rows.append(envvar_isolation_row(check, isolation.get(item)))
         else:
-            fix = (
-                "Set nvidia_container_toolkit_accept_envvar_when_unprivileged: false, run site.yml --tags toolkit"
-                if item == "nvidia"
-                else "Make runc the default (nvidia_container_toolkit_set_as_default: false),"
-                " run site.yml --tags runtime"
-            )
-            detail = f"NVIDIA_VISIBLE_DEVICES=all, no GPU requested: {count} /dev/nvidia* devices visible"
-            rows.append(table_row(check, "fail", detail, fix))
+            fix = "Make runc the default (nvidia_container_toolkit_set_as_default: false), run site.yml --tags runtime"
+            rows.append(envvar_isolation_row(check, isolation.get(item), fix=fix))
     return rows
 
 
@@ -191,18 +174,12 @@ def docker_sys_admin_row(params: dict, node: dict, result) -> dict:
         return table_row(check, "skipped", "no GPU")
     if not params["test_image"]:
         return table_row(check, "skipped", "no test image (gpu_validate_test_image)")
-    count = device_count(result)
-    if count is None:
-        rc, _out, err = result if result is not None else ("", "", "")
-        return table_row(
-            check, "fail", f"the container did not run: exit code {rc} " + truncate(err.strip(), 200), NO_SH
-        )
-    if int(count) == 0:
-        return table_row(check, "ok", f"{like}: no /dev/nvidia* device{SYS_ADMIN_NOTE}")
-    return table_row(
+    return sys_admin_row(
         check,
-        "fail",
-        f"{like} sees {count} /dev/nvidia* devices: the default runtime hands out GPUs",
+        result,
+        like,
+        "",
+        "the default runtime hands out GPUs",
         "Make runc the default (nvidia_container_toolkit_set_as_default: false), run site.yml --tags runtime;"
         " FUSE pods must not use RuntimeClass nvidia unless they request GPUs",
     )

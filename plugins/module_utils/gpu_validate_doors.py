@@ -103,6 +103,7 @@ def _path_match(pattern: str, name: str) -> bool:
     return re.fullmatch(regex, name) is not None
 
 
+# Walks a pattern as _path_match does (by design: one parses it into a regex, this one builds a name it matches).
 def _witness(pattern: str) -> str:
     """A name that a path.Match pattern matches, if it matches any: * -> '', ? -> 'x', a class -> one of its
     characters (a character outside it when negated)."""
@@ -239,6 +240,8 @@ def cdi_annotation_row(params: dict, containerd: dict, toolkit_text) -> dict:
     )
 
 
+# A row of its own, not cdi_annotation_row with a flag (by design): CRI-O has no per-runtime annotation filter, so
+# only the toolkit's prefixes decide, and its texts name other fixes.
 def crio_cdi_annotation_row(params: dict, crio: dict, toolkit_text) -> dict:
     """Whether a pod's CDI annotations reach NVIDIA's runtime through CRI-O. CRI-O copies every pod annotation
     into the OCI spec of each of the pod's containers (cri-o v1.35.6 internal/factory/container/container.go,

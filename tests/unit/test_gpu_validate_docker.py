@@ -244,6 +244,12 @@ def test_docker_rows(p, facts, docker, image, run, isolation, expected):
     assert docker_rows(params(**p), facts, docker, image, run, isolation, toolkit_installed=False) == expected
 
 
+def test_the_default_runtime_row_shows_the_default_as_docker_info_names_it():
+    """Unlike containerd's and CRI-O's rows, docker's does not name runc where the default is empty."""
+    rows = docker_rows(params(), GPU_NODE, {**DOCKER, "default": ""}, False, None, {}, toolkit_installed=True)
+    assert rows[1] == row(D_DEFAULT, "ok", "(nvidia is not the default)")
+
+
 def test_docker_without_the_nvidia_runtime_fails_where_the_toolkit_is_installed():
     docker = {**DOCKER, "runtimes": {"runc": {}}}
     rows = docker_rows(params(), NO_GPU, docker, False, None, {}, toolkit_installed=True)
