@@ -5,7 +5,7 @@ reports (config dump, CRI plugin, start time against its config files), the cont
 isolation family's CAP_SYS_ADMIN container through CRI's default runtime.
 
 The node-side module gpu_validate_checks imports this file as ansible.module_utils.gpu_validate_containerd.
-Stdlib only, Python 3.9+ (the node's python3).
+Stdlib only, Python 3.8+ (the node's python3).
 """
 
 from __future__ import annotations
@@ -26,9 +26,7 @@ from ansible.module_utils.gpu_validate_containers import (
 )
 from ansible.module_utils.gpu_validate_doors import annotation_passthrough
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
-from ansible.module_utils.gpu_validate_logic import (
-    runtime_config,
-)
+from ansible.module_utils.gpu_validate_logic import runtime_config
 from ansible.module_utils.systemd_units import main_start_argv, main_start_us
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"

@@ -5,7 +5,7 @@ device count a counting container prints, the "<runtime>: default runtime" row, 
 "device plugin vs node" row.
 
 The node-side module gpu_validate_checks imports this file as ansible.module_utils.gpu_validate_containers.
-Stdlib only, Python 3.9+ (the node's python3).
+Stdlib only, Python 3.8+ (the node's python3).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 with the nvidia handler, and the isolation family's CAP_SYS_ADMIN pod through CRI-O's default handler.
 
 The node-side module gpu_validate_checks imports this file as ansible.module_utils.gpu_validate_crio.
-Stdlib only, Python 3.9+ (the node's python3).
+Stdlib only, Python 3.8+ (the node's python3).
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ from ansible.module_utils.gpu_validate_containers import (
     sys_admin_row,
 )
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
-from ansible.module_utils.gpu_validate_logic import (
-    runtime_config,
-)
+from ansible.module_utils.gpu_validate_logic import runtime_config
 
 CRIO_ENDPOINT = "unix:///var/run/crio/crio.sock"
 # Pod and container of the CRI-O test runs, in crictl's JSON form: the node's network (no CNI), a PID namespace per

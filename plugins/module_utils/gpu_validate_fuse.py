@@ -4,7 +4,7 @@
 how FUSE pods are confined on this node.
 
 The node-side module gpu_validate_checks imports this file as ansible.module_utils.gpu_validate_fuse.
-Stdlib only, Python 3.9+ (the node's python3).
+Stdlib only, Python 3.8+ (the node's python3).
 """
 
 from __future__ import annotations

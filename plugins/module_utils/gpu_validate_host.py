@@ -4,7 +4,7 @@
 files it reads; tests give a fake), the table row, Ansible's bool and Jinja's truncate.
 
 The node-side module gpu_validate_checks imports this file as ansible.module_utils.gpu_validate_host.
-Stdlib only, Python 3.9+ (the node's python3).
+Stdlib only, Python 3.8+ (the node's python3).
 """
 
 from __future__ import annotations
