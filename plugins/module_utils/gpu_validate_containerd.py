@@ -214,84 +214,18 @@ def _ctr_run(params: dict, host: Node, containerd: dict, suffix: str, runtime: l
     return container_run(params, host, argv)
 
 
+def _not_running(site: dict) -> tuple:
+    return "containerd is not running", site.get("start", "Start containerd (systemctl start containerd)")
+
+
 def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, toolkit_installed: bool) -> list:
     """containerd: containerd_state(); run / isolation: (rc, out, err) of the ctr containers through the nvidia binary
     (plain, and counting devices with NVIDIA_VISIBLE_DEVICES=all), None when they did not run."""
-    name, image, ns = params["runtime_name"], params["containerd_test_image"], params["containerd_namespace"]
-    has_gpu = truthy(node.get("has_gpu"))
-    cri = containerd["cri"]
-    site = containerd.get("site") or {}
-    rows = []
-    check = "containerd: CRI plugin"
-    not_running = ("containerd is not running", site.get("start", "Start containerd (systemctl start containerd)"))
-    if not containerd["running"]:
-        rows.append(table_row(check, "warn", *not_running))
-    elif "check_error" in cri:
-        rows.append(table_row(check, "fail", "the check failed: " + truncate(cri["check_error"], 200)))
-    elif cri.get("crictl_ready", "yes") != "yes":
-        rows.append(table_row(check, "fail", "crictl info: the runtime is not RuntimeReady"))
-    elif cri.get("cri") == "ok":
-        said = "crictl info: RuntimeReady" if "crictl_ready" in cri else "ctr plugins ls: cri ok"
-        rows.append(table_row(check, "ok", f"{said} (the kubelet can run pods)"))
-    elif cri.get("cri") == "unreachable":
-        rows.append(table_row(check, "fail", f"ctr cannot reach containerd: {cri.get('cri_detail', '')}"))
-    else:
-        rows.append(
-            table_row(
-                check,
-                "fail",
-                "containerd runs but its CRI plugin did not load, so the kubelet can run no pod: "
-                + cri.get("cri_detail", ""),
-                f"{site.get('journal', 'journalctl -u containerd')} | grep 'failed to load plugin' names the config"
-                " problem (e.g. default_runtime_name naming a runtime that is not configured); fix it and restart"
-                f" {site.get('unit', 'containerd')}, or run site.yml --tags runtime",
-            )
-        )
-    check = "containerd: nvidia runtime"
-    if not containerd["ok"]:
-        registered_row = table_row(
-            check,
-            "fail",
-            f"containerd config dump failed: {containerd['error']}",
-            site.get("fix_config", f"Fix {CONTAINERD_CONFIG} (containerd config dump names the problem)"),
-        )
-    elif containerd["registered"]:
-        registered_row = table_row(check, "ok", f"runtimes.{name} in the effective configuration")
-    elif has_gpu or toolkit_installed:
-        installer = site.get("installer", "")
-        cause = f" ({installer} node)" if installer not in ("unknown", "kubeadm", "") else ""
-        registered_row = table_row(
-            check,
-            "fail",
-            f"no runtimes.{name} in containerd config dump{cause} (runtimes: {', '.join(containerd['runtimes'])})",
-            site.get("register", "Run site.yml --tags runtime"),
-        )
-    else:
-        registered_row = table_row(check, "skipped", "no GPU (and no toolkit installed)")
-    rows.append(registered_row)
-    check = "containerd: running config"
-    restart = site.get(
-        "restart",
-        "Restart containerd (systemctl restart containerd), or rerun site.yml --tags runtime: it finishes"
-        " a restart an interrupted run left pending",
-    )
-    started = cri.get("started", "")
-    if not containerd["running"]:
-        rows.append(table_row(check, "warn", "containerd is not running"))
-    elif cri.get("crictl_handler", "yes") != "yes":
-        rows.append(
-            table_row(check, "fail", f"crictl info: the running containerd has no {name} runtime handler", restart)
-        )
-    elif not re.fullmatch(r"[0-9]+[.][0-9]+", started):
-        rows.append(table_row(check, "warn", "the start time of containerd is unknown"))
-    elif float(cri.get("written") or 0) >= float(started):
-        started_by = "containerd" if site.get("unit", "containerd") == "containerd" else site["unit"]
-        detail = f"{cri.get('written_file', '')} was written after {started_by} started: the running daemon does not"
-        rows.append(table_row(check, "warn", detail + " run what the file says", restart))
-    else:
-        handler = f"crictl info lists the {name} handler; " if "crictl_handler" in cri else ""
-        started_by = "containerd" if site.get("unit", "containerd") == "containerd" else site["unit"]
-        rows.append(table_row(check, "ok", f"{handler}{started_by} started after its config files were last written"))
+    rows = [
+        containerd_cri_row(containerd),
+        containerd_registered_row(params, node, containerd, toolkit_installed),
+        containerd_live_row(params, containerd),
+    ]
     if not containerd["ok"]:
         rows.append(table_row("containerd: default runtime", "skipped", "containerd config dump failed"))
     else:
@@ -300,10 +234,97 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
                 params,
                 "containerd",
                 containerd["default"],
-                f"default_runtime_name is {name}: every pod whose image sets",
+                f"default_runtime_name is {params['runtime_name']}: every pod whose image sets",
                 ALLOWED_DEFAULT_FIX,
             )
         )
+    return rows + containerd_container_rows(params, node, containerd, run, isolation)
+
+
+def containerd_cri_row(containerd: dict) -> dict:
+    """Whether the kubelet can run pods: the CRI plugin as ctr plugins ls and crictl info see it."""
+    cri = containerd["cri"]
+    site = containerd.get("site") or {}
+    check = "containerd: CRI plugin"
+    if not containerd["running"]:
+        return table_row(check, "warn", *_not_running(site))
+    if "check_error" in cri:
+        return table_row(check, "fail", "the check failed: " + truncate(cri["check_error"], 200))
+    if cri.get("crictl_ready", "yes") != "yes":
+        return table_row(check, "fail", "crictl info: the runtime is not RuntimeReady")
+    if cri.get("cri") == "ok":
+        said = "crictl info: RuntimeReady" if "crictl_ready" in cri else "ctr plugins ls: cri ok"
+        return table_row(check, "ok", f"{said} (the kubelet can run pods)")
+    if cri.get("cri") == "unreachable":
+        return table_row(check, "fail", f"ctr cannot reach containerd: {cri.get('cri_detail', '')}")
+    return table_row(
+        check,
+        "fail",
+        "containerd runs but its CRI plugin did not load, so the kubelet can run no pod: " + cri.get("cri_detail", ""),
+        f"{site.get('journal', 'journalctl -u containerd')} | grep 'failed to load plugin' names the config"
+        " problem (e.g. default_runtime_name naming a runtime that is not configured); fix it and restart"
+        f" {site.get('unit', 'containerd')}, or run site.yml --tags runtime",
+    )
+
+
+def containerd_registered_row(params: dict, node: dict, containerd: dict, toolkit_installed: bool) -> dict:
+    """The nvidia runtime in containerd's effective configuration (config dump)."""
+    name = params["runtime_name"]
+    site = containerd.get("site") or {}
+    check = "containerd: nvidia runtime"
+    if not containerd["ok"]:
+        return table_row(
+            check,
+            "fail",
+            f"containerd config dump failed: {containerd['error']}",
+            site.get("fix_config", f"Fix {CONTAINERD_CONFIG} (containerd config dump names the problem)"),
+        )
+    if containerd["registered"]:
+        return table_row(check, "ok", f"runtimes.{name} in the effective configuration")
+    if truthy(node.get("has_gpu")) or toolkit_installed:
+        installer = site.get("installer", "")
+        cause = f" ({installer} node)" if installer not in ("unknown", "kubeadm", "") else ""
+        return table_row(
+            check,
+            "fail",
+            f"no runtimes.{name} in containerd config dump{cause} (runtimes: {', '.join(containerd['runtimes'])})",
+            site.get("register", "Run site.yml --tags runtime"),
+        )
+    return table_row(check, "skipped", "no GPU (and no toolkit installed)")
+
+
+def containerd_live_row(params: dict, containerd: dict) -> dict:
+    """Whether the running daemon runs what its config files say (its start against their mtime, crictl's handlers)."""
+    name = params["runtime_name"]
+    cri = containerd["cri"]
+    site = containerd.get("site") or {}
+    check = "containerd: running config"
+    restart = site.get(
+        "restart",
+        "Restart containerd (systemctl restart containerd), or rerun site.yml --tags runtime: it finishes"
+        " a restart an interrupted run left pending",
+    )
+    started = cri.get("started", "")
+    if not containerd["running"]:
+        return table_row(check, "warn", "containerd is not running")
+    if cri.get("crictl_handler", "yes") != "yes":
+        return table_row(check, "fail", f"crictl info: the running containerd has no {name} runtime handler", restart)
+    if not re.fullmatch(r"[0-9]+[.][0-9]+", started):
+        return table_row(check, "warn", "the start time of containerd is unknown")
+    if float(cri.get("written") or 0) >= float(started):
+        started_by = "containerd" if site.get("unit", "containerd") == "containerd" else site["unit"]
+        detail = f"{cri.get('written_file', '')} was written after {started_by} started: the running daemon does not"
+        return table_row(check, "warn", detail + " run what the file says", restart)
+    handler = f"crictl info lists the {name} handler; " if "crictl_handler" in cri else ""
+    started_by = "containerd" if site.get("unit", "containerd") == "containerd" else site["unit"]
+    return table_row(check, "ok", f"{handler}{started_by} started after its config files were last written")
+
+
+def containerd_container_rows(params: dict, node: dict, containerd: dict, run, isolation) -> list:
+    """The containers through ctr: one through the nvidia binary, one counting devices (run, isolation)."""
+    name, image, ns = params["runtime_name"], params["containerd_test_image"], params["containerd_namespace"]
+    not_running = _not_running(containerd.get("site") or {})
+    rows = []
     check = "containerd: container via nvidia"
     if not image:
         state = "no_image"
@@ -337,7 +358,7 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
             )
         )
     check = f"containerd: GPU isolation ({name})"
-    if not has_gpu:
+    if not truthy(node.get("has_gpu")):
         rows.append(table_row(check, "skipped", "no GPU"))
     elif state == "no_image":
         rows.append(table_row(check, "skipped", "no test image (gpu_validate_containerd_test_image)"))
