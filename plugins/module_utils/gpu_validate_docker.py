@@ -45,12 +45,17 @@ def docker_rows(
 ) -> list:
     """docker: docker_info(); image: the test image is in docker; run: (rc, out, err) of the container through the
     nvidia runtime or None; isolation: {"nvidia"/"default": (rc, out, err) or None} of the counting containers."""
-    name, test_image = params["runtime_name"], params["test_image"]
-    has_gpu = truthy(node.get("has_gpu"))
-    registered = docker["ok"] and name in docker["runtimes"]
+    return docker_runtime_rows(params, node, docker, toolkit_installed) + docker_container_rows(
+        params, node, docker, image, run, isolation
+    )
+
+
+def docker_runtime_rows(params: dict, node: dict, docker: dict, toolkit_installed: bool) -> list:
+    """The nvidia runtime in docker info, and docker's default runtime."""
+    name = params["runtime_name"]
     check = "docker: nvidia runtime"
     if not docker["ok"]:
-        rows = [
+        return [
             table_row(
                 check,
                 "fail",
@@ -59,33 +64,40 @@ def docker_rows(
             ),
             table_row("docker: default runtime", "skipped", "docker info failed"),
         ]
-    else:
-        if registered:
-            entry = docker["runtimes"][name]
-            path = entry.get("path") if isinstance(entry, dict) and entry.get("path") else "?"
-            rows = [table_row(check, "ok", f"{name} -> {path}")]
-        elif has_gpu or toolkit_installed:
-            runtimes = ", ".join(sorted(docker["runtimes"]))
-            rows = [
-                table_row(
-                    check,
-                    "fail",
-                    f"no {name} runtime in docker info (runtimes: {runtimes})",
-                    "Run site.yml --tags runtime",
-                )
-            ]
-        else:
-            rows = [table_row(check, "skipped", "no GPU (and no toolkit installed)")]
-        rows.append(
-            default_runtime_row(
-                params,
-                "docker",
-                docker["default"],
-                f"{name} is the default runtime: every container that sets",
-                ALLOWED_DEFAULT_FIX,
-                unnamed="",
+    if name in docker["runtimes"]:
+        entry = docker["runtimes"][name]
+        path = entry.get("path") if isinstance(entry, dict) and entry.get("path") else "?"
+        rows = [table_row(check, "ok", f"{name} -> {path}")]
+    elif truthy(node.get("has_gpu")) or toolkit_installed:
+        runtimes = ", ".join(sorted(docker["runtimes"]))
+        rows = [
+            table_row(
+                check,
+                "fail",
+                f"no {name} runtime in docker info (runtimes: {runtimes})",
+                "Run site.yml --tags runtime",
             )
-        )
+        ]
+    else:
+        rows = [table_row(check, "skipped", "no GPU (and no toolkit installed)")]
+    default = default_runtime_row(
+        params,
+        "docker",
+        docker["default"],
+        f"{name} is the default runtime: every container that sets",
+        ALLOWED_DEFAULT_FIX,
+        unnamed="",
+    )
+    return [*rows, default]
+
+
+def docker_container_rows(params: dict, node: dict, docker: dict, image: bool, run, isolation: dict) -> list:
+    """The containers through docker: one through the nvidia runtime (run), and one counting devices through nvidia
+    and one through the default runtime (isolation)."""
+    name, test_image = params["runtime_name"], params["test_image"]
+    has_gpu = truthy(node.get("has_gpu"))
+    registered = docker["ok"] and name in docker["runtimes"]
+    rows = []
     missing_image = (
         f"image {test_image} is not in docker (never pulled)",
         f"Load or pull {test_image} on the node, or name an image it has",
