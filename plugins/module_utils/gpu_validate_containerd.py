@@ -83,29 +83,30 @@ def containerd_site(node: dict, host: Node) -> dict:
     """Where this node's containerd is and how to reach it: the installer's (RKE2/k3s) or the system's."""
     installer = node.get("installer") or {}
     name = installer.get("name") or "unknown"
-    ic = installer.get("containerd") or {}
-    if agent_managed(installer) and ic.get("binary"):
-        bin_dir = installer.get("bin_dir") or os.path.dirname(ic["binary"])
-        socket = ic.get("socket") or ""
+    agent_containerd = installer.get("containerd") or {}
+    if agent_managed(installer) and agent_containerd.get("binary"):
+        bin_dir = installer.get("bin_dir") or os.path.dirname(agent_containerd["binary"])
+        socket = agent_containerd.get("socket") or ""
+        config = agent_containerd.get("config")
         ctr = f"{bin_dir}/ctr" if host.lstat(f"{bin_dir}/ctr") is not None else "ctr"
         crictl = f"{bin_dir}/crictl" if host.lstat(f"{bin_dir}/crictl") is not None else host.which("crictl", [])
         kubelet = installer.get("kubelet") or {}
         dropins = kubelet.get("dropin_dir") or ""
-        watched = [*(ic.get("templates") or []), kubelet.get("config") or ""]
+        watched = [*(agent_containerd.get("templates") or []), kubelet.get("config") or ""]
         watched += sorted(host.glob(f"{dropins}/*.yaml") + host.glob(f"{dropins}/*.yml")) if dropins else []
         unit = installer.get("service") or f"{name}.service"
-        template = ic.get("template") or (ic.get("templates") or [""])[-1]
+        template = agent_containerd.get("template") or (agent_containerd.get("templates") or [""])[-1]
         return {
             "installer": name,
-            "dump": [ic["binary"], "--config", ic.get("config") or "", "config", "dump"],
+            "dump": [agent_containerd["binary"], "--config", config or "", "config", "dump"],
             "ctr": [ctr, "--address", socket],
             "crictl": [crictl, "--runtime-endpoint", f"unix://{socket}"] if crictl else None,
             "unit": unit,
             "watched": [path for path in watched if path],
-            "running": truthy(ic.get("running")),
+            "running": truthy(agent_containerd.get("running")),
             "start": f"Start {name}'s agent (systemctl start {unit})",
             "restart": f"Restart {name}'s agent (systemctl restart {unit}): it regenerates config.toml at start",
-            "fix_config": f"Fix {template} or the agent config ({name} generates {ic.get('config')} from them at"
+            "fix_config": f"Fix {template} or the agent config ({name} generates {config} from them at"
             " start; containerd config dump names the problem)",
             "register": f"Run site.yml --tags runtime: it writes {template} or leaves the runtime to {name}'s own"
             " nvidia detection, and restarts the agent",

@@ -84,11 +84,11 @@ def reboot_row(params: dict, node: dict, kernels) -> dict:
     if not truthy(node.get("has_gpu")):
         return table_row(name, "skipped", "no GPU")
     entries = (kernels or {}).get("kernels") or []
-    nxt = next((k for k in entries if k.get("next_boot")), None)
-    if not nxt:
+    next_kernel = next((k for k in entries if k.get("next_boot")), None)
+    if not next_kernel:
         return table_row(name, "skipped", "no kernel image in /boot (a container boots its host kernel)")
-    release = nxt.get("release") or ""
-    if not nxt.get("module"):
+    release = next_kernel.get("release") or ""
+    if not next_kernel.get("module"):
         return table_row(
             name,
             "fail",
@@ -96,7 +96,7 @@ def reboot_row(params: dict, node: dict, kernels) -> dict:
             "Run site.yml --tags driver: it builds or installs the module for every installed kernel,"
             " or names the missing headers; do not reboot before",
         )
-    next_version = nxt.get("module_version") or ""
+    next_version = next_kernel.get("module_version") or ""
     pin = params["driver_version"]
     if pin and next_version and next_version != pin and not next_version.startswith(pin + "."):
         return table_row(
@@ -114,7 +114,9 @@ def reboot_row(params: dict, node: dict, kernels) -> dict:
             "Run site.yml --tags driver, or remove the kernels without a module",
         )
     return table_row(
-        name, "ok", f"kernel {release} boots next with NVIDIA module {next_version or os.path.basename(nxt['module'])}"
+        name,
+        "ok",
+        f"kernel {release} boots next with NVIDIA module {next_version or os.path.basename(next_kernel['module'])}",
     )
 
 
