@@ -7,8 +7,11 @@ ansible.cfg wires them. Tests import them directly: modules through
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 
@@ -23,10 +26,21 @@ sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
 def _alias_module_utils() -> None:
     """Make `from ansible.module_utils.<name> import ...` in our modules resolve to
     plugins/module_utils/<name>.py, as ansible.cfg's module_utils path does at run time."""
-    for path in sorted((ROOT / "plugins" / "module_utils").glob("*.py")):
-        name = f"ansible.module_utils.{path.stem}"
-        if name not in sys.modules:
-            sys.modules[name] = importlib.import_module(path.stem)
+    waiting = sorted((ROOT / "plugins" / "module_utils").glob("*.py"))
+    while waiting:  # a file that imports another of them waits for that one's alias
+        failed = []
+        for path in waiting:
+            name = f"ansible.module_utils.{path.stem}"
+            try:
+                sys.modules.setdefault(name, importlib.import_module(path.stem))
+            except ModuleNotFoundError as exc:
+                if not (exc.name or "").startswith("ansible.module_utils.") or len(failed) == len(waiting) - 1:
+                    raise
+                sys.modules.pop(path.stem, None)
+                failed.append(path)
+        if len(failed) == len(waiting):
+            raise ImportError(f"module_utils that import each other: {failed}")
+        waiting = failed
 
 
 _alias_module_utils()
@@ -150,3 +164,72 @@ def role_defaults(role: str) -> dict:
         if isinstance(value, str):
             text = text.replace('"{{ ' + name + ' }}"', json.dumps(value))
     return yaml.safe_load(text)
+
+
+# ---- the doctor (gpu_validate_checks and its families in plugins/module_utils/gpu_validate_*.py) ---------------
+
+PARAMS = doctor_params(load_module("gpu_validate_checks"))
+
+GPU_NODE = {
+    "has_gpu": True,
+    "gpu_count": 2,
+    "nouveau_loaded": False,
+    "driver": {"loaded": True, "version": "580.95.05", "modules": ["nvidia", "nvidia_uvm", "nvidia_peermem"]},
+    "nvidia_smi": "/usr/bin/nvidia-smi",
+    "kubelet": {"installed": True, "running": True, "version": "1.31.2"},
+    "apparmor_enabled": True,
+    "apparmor": {"kernel_enabled": True, "securityfs": True},
+}
+NO_GPU = {**GPU_NODE, "has_gpu": False, "gpu_count": 0, "driver": {"loaded": False, "version": "", "modules": []}}
+MISSING = (2, "", "[Errno 2] No such file or directory: 'x'")
+
+
+def params(**overrides) -> dict:
+    return {**PARAMS, **overrides}
+
+
+def node(**overrides) -> dict:
+    return {**GPU_NODE, **overrides}
+
+
+def row(check, status, detail, fix=""):
+    return {"check": check, "status": status, "detail": detail, "fix": fix}
+
+
+class FakeNode:
+    """The node the doctor's checks read (gpu_validate_host.Node) as a fake: commands answer from a table (a missing
+    one as a missing binary), files from a dict; records what ran."""
+
+    def __init__(self, commands=None, files=None, devices=(), mtimes=None, which=()):
+        self.commands = {tuple(k): v for k, v in (commands or {}).items()}
+        self.mtimes = dict(mtimes or {})
+        self.found = set(which)
+        self.files = dict(files or {})
+        self.devices = set(devices)
+        self.ran = []
+
+    def run(self, argv, timeout=None):
+        self.ran.append(list(argv))
+        return self.commands.get(tuple(argv), MISSING)
+
+    def which(self, name, opt_dirs):
+        return f"/usr/bin/{name}" if name in self.found else None
+
+    def lstat(self, path):
+        if path in self.devices:
+            return os.stat_result((stat.S_IFCHR | 0o666, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        if path in self.files:
+            return os.stat_result((stat.S_IFREG | 0o644, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        return None
+
+    def read(self, path):
+        return self.files.get(path)
+
+    def mtime(self, path):
+        return self.mtimes.get(path)
+
+    def glob(self, pattern):
+        return sorted(p for p in self.mtimes if fnmatch.fnmatch(p, pattern))
+
+    def boot_time(self):
+        return 1_700_000_000.0

@@ -1,33 +1,26 @@
-"""Unit tests of the doctor's "doors" family (library/gpu_validate_checks.py, issue 24): the ways a pod that
-requests no GPU could still get one through NVIDIA's runtime. Table-driven like test_gpu_validate_checks.py;
+"""Unit tests of the doctor's "doors" family (plugins/module_utils/gpu_validate_doors.py, issue 24): the ways a pod
+that requests no GPU could still get one through NVIDIA's runtime. Table-driven like the other families' tests;
 molecule/nvidia_runtime shows each failing row on a real node (NVIDIA's runtime injecting the fake GPU)."""
 
 from __future__ import annotations
 
+import gpu_validate_doors
 import pytest
-from conftest import doctor_params, load_module
+from conftest import FakeNode, params
+from gpu_validate_doors import (
+    _path_match,
+    _string_list,
+    annotation_passthrough,
+    cdi_annotation_row,
+    check_doors,
+    crio_cdi_annotation_row,
+    volume_mount_row,
+)
 
-checks = load_module("gpu_validate_checks")
-
-PARAMS = doctor_params(checks)
 CONFIG = "/etc/nvidia-container-runtime/config.toml"
 VOLUME = "toolkit: GPU by volume mount"
 ANNOTATION = "containerd: CDI annotations of pods"
 CRIO_ANNOTATION = "crio: CDI annotations of pods"
-
-
-def params(**overrides) -> dict:
-    return {**PARAMS, **overrides}
-
-
-class Files:
-    """Only file reads (the doors rows run no command)."""
-
-    def __init__(self, files):
-        self.files = files
-
-    def read(self, path):
-        return self.files.get(path)
 
 
 HARDENED = 'accept-nvidia-visible-devices-as-volume-mounts = false\n[nvidia-container-runtime]\nlog-level = "info"\n'
@@ -49,7 +42,7 @@ CRIO = {"ok": True, "registered": True}
     ],
 )
 def test_the_volume_mount_row(text, allowed, status, in_detail, in_fix):
-    row = checks.volume_mount_row(params(volume_mounts_allowed=allowed), text)
+    row = volume_mount_row(params(volume_mounts_allowed=allowed), text)
     assert row["check"] == VOLUME
     assert row["status"] == status, row
     assert in_detail in row["detail"], row
@@ -70,7 +63,7 @@ def _dump(pod_annotations=None, container_annotations=None, version=2) -> str:
 
 
 def _state(dump: str) -> dict:
-    return {"registered": True, "passthrough": checks.annotation_passthrough(dump, "nvidia")}
+    return {"registered": True, "passthrough": annotation_passthrough(dump, "nvidia")}
 
 
 @pytest.mark.parametrize(
@@ -101,7 +94,7 @@ def _state(dump: str) -> dict:
     ],
 )
 def test_the_cdi_annotation_row(dump, toolkit, status, in_detail):
-    row = checks.cdi_annotation_row(params(), _state(dump), toolkit)
+    row = cdi_annotation_row(params(), _state(dump), toolkit)
     assert row["check"] == ANNOTATION
     assert row["status"] == status, row
     assert in_detail in row["detail"], row
@@ -121,21 +114,23 @@ def test_the_cdi_annotation_row(dump, toolkit, status, in_detail):
 )
 def test_annotation_lists_are_read_also_where_the_fallback_toml_reader_kept_the_text(value, strings):
     """Python < 3.11 on the node has no tomllib; nv-ubuntu2204 (Python 3.10, containerd 2.2) showed it."""
-    assert checks._string_list(value) == strings
+    assert _string_list(value) == strings
 
 
 def test_the_toolkits_prefixes_are_read_also_as_text(monkeypatch):
     """What the fallback TOML reader of Python < 3.11 returns for annotation-prefixes = ['example.com/']."""
     state = _state(_dump(["example.com/*"]))
-    assert checks.cdi_annotation_row(params(), state, None)["status"] == "ok"  # default prefix cdi.k8s.io/ only
+    assert cdi_annotation_row(params(), state, None)["status"] == "ok"  # default prefix cdi.k8s.io/ only
     cdi = {"annotation-prefixes": "['example.com/']"}
-    monkeypatch.setattr(checks, "toml_tables", lambda text: {"nvidia-container-runtime": {"modes": {"cdi": cdi}}})
-    row = checks.cdi_annotation_row(params(), state, "text")
+    monkeypatch.setattr(
+        gpu_validate_doors, "toml_tables", lambda text: {"nvidia-container-runtime": {"modes": {"cdi": cdi}}}
+    )
+    row = cdi_annotation_row(params(), state, "text")
     assert row["status"] == "fail" and "example.com/" in row["detail"], row
 
 
 def test_the_cdi_annotation_row_is_skipped_without_the_nvidia_runtime():
-    row = checks.cdi_annotation_row(params(), {"registered": False, "passthrough": {}}, HARDENED)
+    row = cdi_annotation_row(params(), {"registered": False, "passthrough": {}}, HARDENED)
     assert row["status"] == "skipped" and "no nvidia runtime" in row["detail"], row
 
 
@@ -153,15 +148,15 @@ def test_the_cdi_annotation_row_is_skipped_without_the_nvidia_runtime():
     ],
 )
 def test_path_match_follows_gos_path_match(pattern, name, matches):
-    assert checks._path_match(pattern, name) is matches
+    assert _path_match(pattern, name) is matches
 
 
 def test_the_doors_family_reads_config_toml_once_and_checks_containerd_when_it_is_a_runtime():
-    rows = checks.check_doors(params(), {}, Files({CONFIG: OPEN}), True, _state(_dump(["cdi.k8s.io/*"])))
+    rows = check_doors(params(), {}, FakeNode(files={CONFIG: OPEN}), True, _state(_dump(["cdi.k8s.io/*"])))
     assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "fail"), (ANNOTATION, "fail")]
-    rows = checks.check_doors(params(), {}, Files({CONFIG: HARDENED}), True, None)
+    rows = check_doors(params(), {}, FakeNode(files={CONFIG: HARDENED}), True, None)
     assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "ok")]
-    rows = checks.check_doors(params(), {}, Files({}), False, None)
+    rows = check_doors(params(), {}, FakeNode(files={}), False, None)
     assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "skipped")]
 
 
@@ -183,7 +178,7 @@ def test_the_doors_family_reads_config_toml_once_and_checks_containerd_when_it_i
     ],
 )
 def test_the_crio_cdi_annotation_row(state, toolkit, status, in_detail):
-    row = checks.crio_cdi_annotation_row(params(), state, toolkit)
+    row = crio_cdi_annotation_row(params(), state, toolkit)
     assert row["check"] == CRIO_ANNOTATION
     assert row["status"] == status, row
     assert in_detail in row["detail"], row
@@ -192,7 +187,7 @@ def test_the_crio_cdi_annotation_row(state, toolkit, status, in_detail):
 
 
 def test_the_doors_family_checks_crio_when_it_is_a_runtime():
-    rows = checks.check_doors(params(), {}, Files({CONFIG: HARDENED}), True, None, CRIO)
+    rows = check_doors(params(), {}, FakeNode(files={CONFIG: HARDENED}), True, None, CRIO)
     assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "ok"), (CRIO_ANNOTATION, "fail")]
-    rows = checks.check_doors(params(), {}, Files({CONFIG: CLOSED}), True, _state(_dump(["cdi.k8s.io/*"])), CRIO)
+    rows = check_doors(params(), {}, FakeNode(files={CONFIG: CLOSED}), True, _state(_dump(["cdi.k8s.io/*"])), CRIO)
     assert [(r["check"], r["status"]) for r in rows] == [(VOLUME, "ok"), (ANNOTATION, "ok"), (CRIO_ANNOTATION, "ok")]

@@ -8,7 +8,10 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_gpu_validate_checks import PLUGINS_OK, FakeNode, checks, node, params, row
+from conftest import FakeNode, node, params, row
+from gpu_validate_containerd import check_containerd, containerd_rows, containerd_state
+from gpu_validate_kubelet import agent_settings, check_kubelet
+from test_gpu_validate_containerd import PLUGINS_OK
 
 SOCK = "/run/k3s/containerd/containerd.sock"
 BIN = "/var/lib/rancher/k3s/data/current/bin"
@@ -71,9 +74,9 @@ def k3s_node(dump=DUMP_NVIDIA, plugins=(0, PLUGINS_OK, ""), mtimes=None):
 
 def test_on_k3s_the_doctor_asks_the_installers_containerd_through_its_socket_and_the_agent_unit():
     facts, fake = k3s_node()
-    c = checks.containerd_state(params(), facts, fake)
+    c = containerd_state(params(), facts, fake)
     assert [tuple(argv) for argv in fake.ran] == [DUMP, (*CTR, "plugins", "ls"), AGENT_START]
-    rows = checks.containerd_rows(params(), facts, c, None, None, True)
+    rows = containerd_rows(params(), facts, c, None, None, True)
     assert rows[0] == row("containerd: CRI plugin", "ok", "ctr plugins ls: cri ok (the kubelet can run pods)")
     assert rows[1] == row("containerd: nvidia runtime", "ok", "runtimes.nvidia in the effective configuration")
     assert rows[2] == row(
@@ -83,7 +86,7 @@ def test_on_k3s_the_doctor_asks_the_installers_containerd_through_its_socket_and
 
 def test_on_k3s_a_config_without_the_runtime_fails_and_names_the_installers_fix():
     facts, fake = k3s_node(dump=DUMP_RUNC_ONLY)
-    rows = checks.containerd_rows(params(), facts, checks.containerd_state(params(), facts, fake), None, None, True)
+    rows = containerd_rows(params(), facts, containerd_state(params(), facts, fake), None, None, True)
     assert rows[1]["status"] == "fail"
     assert rows[1]["detail"] == "no runtimes.nvidia in containerd config dump (k3s node) (runtimes: runc)"
     assert rows[1]["fix"].startswith(f"Run site.yml --tags runtime: it writes {ETC}/config.toml.tmpl")
@@ -91,13 +94,13 @@ def test_on_k3s_a_config_without_the_runtime_fails_and_names_the_installers_fix(
 
 def test_on_k3s_an_unreachable_socket_and_a_failed_cri_plugin_fail_with_the_agents_journal():
     facts, fake = k3s_node(plugins=(1, "", f"ctr: failed to dial {SOCK}: connection refused"))
-    rows = checks.containerd_rows(params(), facts, checks.containerd_state(params(), facts, fake), None, None, True)
+    rows = containerd_rows(params(), facts, containerd_state(params(), facts, fake), None, None, True)
     assert rows[0] == row(
         "containerd: CRI plugin", "fail", f"ctr cannot reach containerd: ctr: failed to dial {SOCK}: connection refused"
     )
     broken = "TYPE ID PLATFORMS STATUS\nio.containerd.grpc.v1 cri linux/amd64 error\n"
     facts, fake = k3s_node(plugins=(0, broken, ""))
-    rows = checks.containerd_rows(params(), facts, checks.containerd_state(params(), facts, fake), None, None, True)
+    rows = containerd_rows(params(), facts, containerd_state(params(), facts, fake), None, None, True)
     assert rows[0]["status"] == "fail" and rows[0]["fix"].startswith("journalctl -u k3s.service |")
 
 
@@ -105,7 +108,7 @@ def test_on_k3s_a_template_or_agent_config_written_after_the_agent_started_is_no
     later = 1_700_000_150.0  # the agent started at 1_700_000_100
     for path in (f"{ETC}/config.toml.tmpl", "/etc/rancher/k3s/config.yaml", "/etc/rancher/k3s/config.yaml.d/x.yaml"):
         facts, fake = k3s_node(mtimes={path: later, f"{ETC}/config.toml": later})
-        rows = checks.containerd_rows(params(), facts, checks.containerd_state(params(), facts, fake), None, None, True)
+        rows = containerd_rows(params(), facts, containerd_state(params(), facts, fake), None, None, True)
         assert rows[2]["status"] == "warn", path
         assert rows[2]["detail"].startswith(f"{path} was written after k3s.service started")
         assert rows[2]["fix"].startswith("Restart k3s's agent (systemctl restart k3s.service)")
@@ -115,9 +118,9 @@ def test_the_container_through_nvidia_goes_through_the_installers_ctr_and_socket
     facts, fake = k3s_node()
     image = {"containerd_test_image": "docker.io/gpunode-test/busybox:latest", "containerd_namespace": "k8s.io"}
     fake.commands[(*CTR, "--namespace", "k8s.io", "images", "ls", "--quiet")] = (0, image["containerd_test_image"], "")
-    c = checks.containerd_state(params(**image), facts, fake)
+    c = containerd_state(params(**image), facts, fake)
     assert c["image"]
-    checks.check_containerd(params(**image), facts, fake, True, c)
+    check_containerd(params(**image), facts, fake, True, c)
     argv = fake.ran[-1]
     start = argv.index(CTR[0])
     assert argv[start : start + 6] == [*CTR, "--namespace", "k8s.io", "run"]
@@ -130,13 +133,13 @@ def test_on_kubespray_a_rerender_that_dropped_the_runtime_fails_and_names_kubesp
         runtimes={"containerd": {"installed": True, "running": False, "binary": "/usr/local/bin/containerd"}},
     )
     fake = FakeNode(commands={("/usr/local/bin/containerd", "config", "dump"): (0, DUMP_RUNC_ONLY, "")})
-    rows = checks.containerd_rows(params(), facts, checks.containerd_state(params(), facts, fake), None, None, True)
+    rows = containerd_rows(params(), facts, containerd_state(params(), facts, fake), None, None, True)
     assert rows[1]["status"] == "fail"
     assert rows[1]["detail"] == "no runtimes.nvidia in containerd config dump (kubespray node) (runtimes: runc)"
     assert "containerd_additional_runtimes in the kubespray inventory" in rows[1]["fix"]
     assert "rerun site.yml --tags runtime" in rows[1]["fix"]
     fake.commands[("/usr/local/bin/containerd", "config", "dump")] = (0, DUMP_NVIDIA, "")
-    rows = checks.containerd_rows(params(), facts, checks.containerd_state(params(), facts, fake), None, None, True)
+    rows = containerd_rows(params(), facts, containerd_state(params(), facts, fake), None, None, True)
     assert rows[1]["status"] == "ok"
 
 
@@ -160,7 +163,7 @@ def kubelet_fake(files=None, dropin_mtime=1_700_000_050.0):
 
 def test_on_k3s_the_kubelet_row_reads_config_yaml_and_its_drop_ins():
     facts = node(installer=K3S)
-    assert checks.check_kubelet(params(), facts, kubelet_fake()) == [
+    assert check_kubelet(params(), facts, kubelet_fake()) == [
         row(
             "kubelet configuration",
             "ok",
@@ -172,16 +175,16 @@ def test_on_k3s_the_kubelet_row_reads_config_yaml_and_its_drop_ins():
 def test_on_k3s_the_kubelet_row_fails_without_the_drop_in_instead_of_no_kubelet_yet():
     facts = node(installer=K3S, kubelet={"installed": False})
     files = {k: v for k, v in AGENT_FILES.items() if k != DROPIN}
-    [got] = checks.check_kubelet(params(), facts, kubelet_fake(files))
+    [got] = check_kubelet(params(), facts, kubelet_fake(files))
     assert got["status"] == "fail" and got["detail"].startswith(f"no drop-in {DROPIN} on a k3s node")
     assert got["fix"] == "Run site.yml --tags kubelet"
 
 
 def test_on_k3s_a_drop_in_written_after_the_agent_started_warns_and_a_broken_file_fails():
-    [got] = checks.check_kubelet(params(), node(installer=K3S), kubelet_fake(dropin_mtime=1_700_000_150.0))
+    [got] = check_kubelet(params(), node(installer=K3S), kubelet_fake(dropin_mtime=1_700_000_150.0))
     assert got["status"] == "warn" and got["fix"].startswith("Restart k3s.service")
     broken = {**AGENT_FILES, "/etc/rancher/k3s/config.yaml.d/50-admin.yaml": "node-label: [a\n  nope: {\n"}
-    [got] = checks.check_kubelet(params(), node(installer=K3S), kubelet_fake(broken))
+    [got] = check_kubelet(params(), node(installer=K3S), kubelet_fake(broken))
     assert got["status"] == "fail"
     assert got["detail"].startswith("/etc/rancher/k3s/config.yaml.d/50-admin.yaml cannot be read as k3s's agent config")
 
@@ -194,18 +197,16 @@ def test_the_agent_config_reader_takes_the_forms_the_installers_document(pyyaml,
         "# c\nnode-label:\n  - 'a=b'\n  - c=d # note\nkubelet-arg: [max-pods=1, \"x=y\"]\ntoken: secret\nnode-taint:\n"
     )
     expected = {"node-label": ["a=b", "c=d"], "kubelet-arg": ["max-pods=1", "x=y"], "node-taint": []}
-    assert checks.agent_settings(text) == expected
+    assert agent_settings(text) == expected
     with pytest.raises(ValueError):
-        checks.agent_settings("node-label: [a\n  nope: {\n")
+        agent_settings("node-label: [a\n  nope: {\n")
 
 
 def test_on_kubespray_the_kubelet_row_says_where_the_settings_belong():
     facts = node(installer=KUBESPRAY)
-    [got] = checks.check_kubelet(
-        params(), facts, FakeNode(files={"/etc/kubernetes/kubelet.env": 'KUBELET_ARGS="--v=2"'})
-    )
+    [got] = check_kubelet(params(), facts, FakeNode(files={"/etc/kubernetes/kubelet.env": 'KUBELET_ARGS="--v=2"'}))
     assert got["status"] == "warn" and "node_labels, node_taints, kubelet_config_extra_args" in got["fix"]
     env = {"/etc/kubernetes/kubelet.env": 'KUBELET_ARGS="--config-dir=/etc/kubernetes/kubelet.conf.d"'}
     fake = FakeNode(files={**env, "/etc/kubernetes/kubelet.conf.d/50-gpu-node.conf": ""})
-    [got] = checks.check_kubelet(params(), facts, fake)
+    [got] = check_kubelet(params(), facts, fake)
     assert got["status"] == "ok"

@@ -18,10 +18,14 @@ SHARED = [
     "__gpu_node_facts_kubelet_dropin_min",
 ]
 # Where a default or a fallback would be a copy: the roles' and playbooks' YAML and templates' targets, the doctor
-# module and the filters. Documentation (README, EXAMPLES of other modules) may show the value.
+# module with its check families and the filters. Documentation (README, EXAMPLES of other modules) may show the value.
 PLACES = sorted(
     [path for folder in ("roles", "playbooks", "inventories") for path in (ROOT / folder).rglob("*.yml")]
-    + [ROOT / "library" / "gpu_validate_checks.py", *sorted((ROOT / "plugins" / "filter").glob("*.py"))]
+    + [
+        ROOT / "library" / "gpu_validate_checks.py",
+        *sorted((ROOT / "plugins" / "module_utils").glob("gpu_validate_*.py")),
+    ]
+    + sorted((ROOT / "plugins" / "filter").glob("*.py"))
 )
 
 
