@@ -346,5 +346,4 @@ def test_the_role_reads_fresh_facts_and_the_shared_values_through_gpu_node_facts
     role_text = "".join(p.read_text() for p in sorted(role.rglob("*.yml")))
     assert "__gpu_validate_known_runtimes" not in role_text and "__gpu_validate_kubelet_dropin_min" not in role_text
     assert "__gpu_node_facts_runtimes" in role_text and "__gpu_node_facts_kubelet_dropin_min" in role_text
-    # static imports, but for the fleet report: a run without one skips it as one task
-    assert role_text.count("include_tasks") == 1 and "file: fleet_report.yml" in role_text
+    assert "include_tasks" not in role_text
