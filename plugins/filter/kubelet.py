@@ -3,7 +3,7 @@
 """Filters of the kubelet role: input checks, the KubeletConfiguration it writes, and decisions.
 
 Types and choices of the role's variables are meta/argument_specs.yml's (Ansible's role argument
-validation and the argument_types action check them first); kubelet_validate checks only what
+validation and the role_variables action check them first); kubelet_validate checks only what
 argument_specs cannot say: values (versions, labels, taints, CPU lists, paths on the command line)
 and rules across variables. KubeletConfiguration field names are not checked here: the kubelet
 validates its own configuration, and the role's health check reports a kubelet that refused it.

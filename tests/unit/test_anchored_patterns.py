@@ -31,7 +31,7 @@ def test_a_version_pattern_refuses_a_trailing_newline(role, name, good):
 
 
 def test_the_fingerprint_check_matches_the_whole_value():
-    text = (ROOT / "roles" / "nvidia_container_toolkit" / "tasks" / "preflight.yml").read_text()
+    text = (ROOT / "roles" / "nvidia_container_toolkit" / "vars" / "main.yml").read_text()
     checks = re.findall(r"__nvidia_container_toolkit_fingerprint is regex\(([^)]*)\)", text)
     assert checks and all(check.endswith("match_type='fullmatch'") for check in checks), checks
 
@@ -46,6 +46,12 @@ def _pattern_tests():
         for number, line in enumerate(path.read_text().splitlines(), 1):
             for pattern, rest in _PATTERN_TEST.findall(line):
                 yield f"{path.relative_to(ROOT)}:{number}", pattern, rest
+    # the rules of the roles' variables (vars/main.yml), which the role_variables task checks
+    for path in sorted((ROOT / "roles").glob("*/vars/main.yml")):
+        rules = yaml.safe_load(path.read_text()).get(f"__{path.parent.parent.name}_variable_checks") or {}
+        for name, rule in rules.items():
+            for pattern, rest in _PATTERN_TEST.findall(" ".join(str(rule["ok"]).split())):
+                yield f"{path.relative_to(ROOT)}:{name}", pattern, rest
 
 
 def test_there_are_pattern_tests_in_the_roles():

@@ -531,10 +531,10 @@ def test_each_bad_input_has_one_precise_message(var, value, message):
 
 
 # Types and choices are meta/argument_specs.yml's alone: Ansible's role argument validation (choices, and
-# types it cannot convert) and the argument_types action (types it would convert, and null) refuse these
+# types it cannot convert) and the role_variables action (types it would convert, and null) refuse these
 # before kubelet_validate runs, which therefore does not check them again.
 SPEC = yaml.safe_load((ROOT / "roles/kubelet/meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
-argument_types = load_module("argument_types", subdir="plugins/action")
+role_variables = load_module("role_variables", subdir="plugins/action")
 SPEC_REFUSES = [
     ("kubelet_config_mode", "drop-in", "value of kubelet_config_mode must be one of: auto, dropin, merge"),
     ("kubelet_cgroup_driver", "Systemd", "value of kubelet_cgroup_driver must be one of: systemd, cgroupfs"),
@@ -561,11 +561,11 @@ SPEC_REFUSES = [
 
 
 def _spec_problems(var, value) -> list[str]:
-    """What Ansible's role argument validation and then the argument_types action say about one variable."""
+    """What Ansible's role argument validation and then the role_variables action say about one variable."""
     from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
     result = ArgumentSpecValidator(SPEC).validate({var: value})
-    return [str(error) for error in result.errors] + argument_types.type_problems(SPEC, {var: value})
+    return [str(error) for error in result.errors] + role_variables.type_problems(SPEC, {var: value})
 
 
 @pytest.mark.parametrize(("var", "value", "message"), SPEC_REFUSES, ids=[case[0] for case in SPEC_REFUSES])

@@ -16,23 +16,22 @@ ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
 RUNTIME_TASKS = [
-    "nvidia_container_toolkit : Refuse variables of the wrong type (a string for a list) before anything changes",
     "nvidia_container_toolkit : Load the OS-specific toolkit settings",
+    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables (types, then values) before anything on "
+    "the node changes",
     "nvidia_container_toolkit : Report that this node is skipped (no NVIDIA GPU or driver found)",
-    "nvidia_container_toolkit : Check that the OS and the settings are usable",
-    "nvidia_container_toolkit : Refuse a change that would leave the GPU pods of this node without GPUs",
     "nvidia_container_toolkit : Report that no container runtime was found on this node",
     "Register the nvidia runtime in {{ __nvidia_container_toolkit_runtimes | join(', ') }}",
 ]
 ALL_TASKS = [
-    *RUNTIME_TASKS[:5],
+    *RUNTIME_TASKS[:3],
     "nvidia_container_toolkit : Trust the NVIDIA container toolkit repository and install the four toolkit packages "
     "at one version, held",
     "nvidia_container_toolkit : Keep NVIDIA_VISIBLE_DEVICES away from unprivileged containers in "
     "{{ __nvidia_container_toolkit_config_path }}",
     "nvidia_container_toolkit : Report that the CDI spec is not generated on this node (no NVIDIA driver loaded)",
     "nvidia_container_toolkit : Generate the CDI spec and keep it fresh where the NVIDIA driver is loaded",
-    *RUNTIME_TASKS[5:],
+    *RUNTIME_TASKS[3:],
 ]
 
 
@@ -99,9 +98,8 @@ def _main_tasks() -> list[dict]:
 def test_only_preflight_and_registration_carry_the_runtime_tag():
     tagged = {task["name"]: task["tags"] for task in _main_tasks()}
     assert [name for name, tags in tagged.items() if "runtime" in tags] == [
-        "Refuse variables of the wrong type (a string for a list) before anything changes",
         "Decide whether this node gets the toolkit, and check the settings",
-        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[5:]],
+        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[3:]],
     ]
     for task in _main_tasks():
         if "ansible.builtin.include_tasks" in task or "ansible.builtin.include_role" in task:

@@ -19,10 +19,12 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
 LOADER = DataLoader()
+role_variables = load_module("role_variables", subdir="plugins/action")
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 PLATFORMS = {
@@ -189,6 +191,11 @@ class Role:
     def check(self, name: str, group: str = "preflight") -> bool:
         """Whether one of the role's checks (vars/main.yml __nvidia_driver_<group>_checks) holds on this node."""
         return self[f"__nvidia_driver_{group}_checks['{name}']['ok']"] is True
+
+    def variable_errors(self) -> list[str]:
+        """What the role_variables task (tasks/main.yml) refuses: the msg of every variable check that is not ok."""
+        checks = self.variables["__nvidia_driver_variable_checks"]
+        return role_variables.rule_problems(checks, lambda template: self.templar.template(trust_as_template(template)))
 
     def check_message(self, name: str, group: str = "preflight") -> str:
         """The message a failed check fails the run with, whitespace collapsed as the callback shows it."""
@@ -942,16 +949,14 @@ def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_d
     role = Role("ubuntu2204", nvidia_driver_version="580.95.05-1ubuntu1")
     assert "__nvidia_driver_version_regex" in role.variables["__nvidia_driver_variable_checks"]["version"]["ok"]
     assert role.check("version", "variable") is False
-    assert role["__nvidia_driver_variable_errors"] == [
+    assert role.variable_errors() == [
         "nvidia_driver_version is '580.95.05-1ubuntu1', which is not an NVIDIA driver version: use the upstream "
         'version as nvidia-smi prints it, e.g. "580.95.05" (no package revision such as "-1ubuntu1"), or "" for the '
         "newest driver of the branch."
     ]
     names = [task["name"] for task in MAIN]
-    check = _task(
-        MAIN, "Check that nvidia_driver_version and nvidia_driver_branch are a driver version and branch that agree"
-    )
-    assert check["when"] == "__nvidia_driver_variable_errors | length > 0"
+    check = _task(MAIN, "Check the nvidia_driver variables (types, then values) before anything on the node changes")
+    assert check["role_variables"]["checks"] == "__nvidia_driver_variable_checks"
     assert names.index(check["name"]) < names.index("Leave the node without an NVIDIA GPU alone")
 
 
@@ -994,7 +999,7 @@ def test_preflight_branch_assert(branch, valid):
 def test_preflight_branch_and_version_must_agree(branch, version, valid):
     role = Role("rocky9", nvidia_driver_branch=branch, nvidia_driver_version=version)
     assert role.check("version_of_branch", "variable") is valid
-    assert (role["__nvidia_driver_variable_errors"] == []) is valid
+    assert (role.variable_errors() == []) is valid
 
 
 @pytest.mark.parametrize(
@@ -1263,13 +1268,12 @@ def test_the_fabric_manager_of_a_prefix_pin_gets_the_installed_full_version():
 
 
 def test_a_node_without_gpu_runs_the_variable_check_then_ends_the_role_before_anything_else():
-    """The no-op path of a node without a GPU (issue 16): argument validation, argument_types, the variable check, the
+    """The no-op path of a node without a GPU (issue 16): argument validation, the variable check (role_variables), the
     report and end_role; the platform data, the node reads and every task that changes something come after."""
     names = [task["name"] for task in MAIN]
     end = names.index("Leave the node without an NVIDIA GPU alone")
-    assert [next(k for k in task if "." in k or k == "argument_types") for task in MAIN[: end + 1]] == [
-        "argument_types",
-        "ansible.builtin.fail",
+    assert [next(k for k in task if "." in k or k == "role_variables") for task in MAIN[: end + 1]] == [
+        "role_variables",
         "ansible.builtin.debug",
         "ansible.builtin.meta",
     ]

@@ -311,9 +311,9 @@ def _playbook(host, extra_vars: dict, *args: str) -> subprocess.CompletedProcess
     return run
 
 
-ROLE_CHECK = "kubelet : Check the kubelet variables before anything on the node changes"
+ROLE_CHECK = "kubelet : Check the kubelet variables (types, then values) before anything on the node changes"
 ARG_SPEC = "kubelet : Validating arguments against arg spec 'main'"
-ARG_TYPES = "kubelet : Refuse variables of the wrong type"
+ARG_TYPES = ROLE_CHECK  # the one check (role_variables): the types first, then the values
 
 
 def _failure(run, hostname: str) -> tuple[str, dict]:
@@ -331,10 +331,11 @@ def _failure(run, hostname: str) -> tuple[str, dict]:
     return task.split("[", 1)[1], yaml.safe_load(textwrap.dedent("\n".join(block)))
 
 
-# case: (extra vars, the task that refuses them, its message). The role's own
-# check lists every problem in msg; the argument spec refuses a type Ansible
-# cannot convert before that (its argument_errors start with the message), and
-# argument_types a type Ansible would convert (its msg holds the message).
+# case: (extra vars, the task that refuses them, its message). The role's one
+# check lists every problem in msg: a type Ansible would convert (a problem
+# starts with the message), else the values (msg is the messages); the argument
+# spec refuses a type Ansible cannot convert before that (its argument_errors
+# start with the message).
 BAD_INPUTS = {
     "label-key-syntax": (
         {"kubelet_node_labels": {"example.com/gpu pool": "a100"}},
@@ -370,7 +371,7 @@ BAD_INPUTS = {
         "e.g. nvidia.com/gpu=present:NoSchedule.",
     ),
     "wrong-type-string-for-bool": (
-        # the argument spec would take "yes" as true; argument_types refuses what Jinja would read as a string
+        # the argument spec would take "yes" as true; role_variables refuses what Jinja would read as a string
         {"kubelet_seccomp_default": "yes"},
         ARG_TYPES,
         "kubelet_seccomp_default must be a boolean (got a string ('yes')); write it unquoted, "
@@ -406,10 +407,10 @@ def test_a_bad_input_fails_with_its_message_and_changes_nothing(host, case):
     assert run.returncode != 0, run.stdout
     task, result = _failure(run, host.backend.get_hostname())
     assert task.startswith(refused_by), task
-    if refused_by == ROLE_CHECK:
+    if refused_by == ROLE_CHECK and "must be a" in message:
+        assert [problem for problem in result["msg"] if problem.startswith(message)], result["msg"]
+    elif refused_by == ROLE_CHECK:
         assert result["msg"] == [message]
-    elif refused_by == ARG_TYPES:
-        assert message in result["msg"], result["msg"]
     else:
         assert [error for error in result["argument_errors"] if error.startswith(message)], result["argument_errors"]
     assert _snapshot(host) == before

@@ -1,0 +1,313 @@
+"""The one check of a role's variables (the role_variables action): types first, then the role's rules.
+
+Ansible's own role argument validation splits a string given for a ``type: list`` option at commas and
+lets it pass, while the role goes on with the string. The role_variables action, each role's one variable
+check, refuses it, and then checks the role's rules (vars/main.yml: __<role>_variable_checks, {ok, msg}
+each). Checked four ways:
+- every list option of every role's meta/argument_specs.yml sets ``elements``, and every role with
+  variables runs the role_variables task with its rules before any task that reads or changes the node;
+- the pure functions on the values that matter (type_problems, rule_problems);
+- for real: ansible-playbook runs each role on localhost with a string for each of its list variables
+  (and a string for each dict variable); each run stops at that task, before any other task of the role,
+  with a message that names the variable and the expected type;
+- for real: a rule that does not hold fails the task with every such rule's message.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import load_module, run_local_playbook
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLES = sorted(path for path in (ROOT / "roles").iterdir() if (path / "meta" / "argument_specs.yml").is_file())
+# gpu_node_facts has one variable, a bool it hands to its module's typed parameter: nothing to check before that
+CHECKED_ROLES = [role for role in ROLES if role.name != "gpu_node_facts"]
+TASK_NAME = "Check the {role} variables (types, then values) before anything on the node changes"
+
+role_variables = load_module("role_variables", subdir="plugins/action")
+
+
+def _options(role: Path) -> dict:
+    specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
+    return specs["argument_specs"]["main"].get("options") or {}
+
+
+def _typed(kind: str) -> list[tuple[str, str]]:
+    return [
+        (role.name, name) for role in ROLES for name, option in _options(role).items() if option.get("type") == kind
+    ]
+
+
+LISTS = _typed("list")
+DICTS = _typed("dict")
+
+
+def test_there_are_list_variables_to_check():
+    assert ("security_profiles", "security_profiles_apparmor_mount_fstypes") in LISTS
+    assert len({role for role, _ in LISTS}) >= 5
+    assert {role for role, _ in LISTS + DICTS} <= {role.name for role in CHECKED_ROLES}
+
+
+@pytest.mark.parametrize(("role", "name"), LISTS, ids=[n for _, n in LISTS])
+def test_every_list_variable_declares_its_elements(role, name):
+    option = _options(ROOT / "roles" / role)[name]
+    assert option.get("elements"), f"{role}: {name} is type list without elements"
+
+
+def _tasks_in_order(role: Path, file: str = "main.yml") -> list[dict]:
+    """The tasks of a role's task file in the order they run: blocks opened, import_tasks followed."""
+    tasks = []
+    for task in yaml.safe_load((role / "tasks" / file).read_text()):
+        if "block" in task:
+            tasks += [t for item in task["block"] for t in _tasks_in_order_one(role, item)]
+        else:
+            tasks += _tasks_in_order_one(role, task)
+    return tasks
+
+
+def _tasks_in_order_one(role: Path, task: dict) -> list[dict]:
+    if "ansible.builtin.import_tasks" in task:
+        return _tasks_in_order(role, task["ansible.builtin.import_tasks"])
+    if "block" in task:
+        return [t for item in task["block"] for t in _tasks_in_order_one(role, item)]
+    return [task]
+
+
+@pytest.mark.parametrize("role", CHECKED_ROLES, ids=[role.name for role in CHECKED_ROLES])
+def test_every_role_checks_its_variables_once_before_anything_else(role):
+    """One role_variables task per role, with the role's rules; before it only the loading of its OS data."""
+    tasks = _tasks_in_order(role)
+    checks = [i for i, task in enumerate(tasks) if "role_variables" in task]
+    assert len(checks) == 1, f"{role.name}: {len(checks)} role_variables tasks"
+    assert [next(iter(t.keys() - {"name", "tags", "vars"})) for t in tasks[: checks[0]]] in (
+        [],
+        ["ansible.builtin.include_vars"],
+    )
+    task = tasks[checks[0]]
+    assert task["name"] == TASK_NAME.format(role=role.name)
+    assert task["role_variables"] == {
+        "spec": "{{ role_path }}/meta/argument_specs.yml",
+        "checks": f"__{role.name}_variable_checks",
+    }
+    rules = yaml.safe_load((role / "vars" / "main.yml").read_text())[f"__{role.name}_variable_checks"]
+    assert rules and all({"ok", "msg"} <= set(rule) <= {"ok", "msg", "loop"} for rule in rules.values()), rules
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
+def test_no_role_checks_variables_another_way(role):
+    """No assert or fail on variables beside the one task: no argument_types, no assert loop, no fail of a list."""
+    text = "".join(path.read_text() for path in sorted((role / "tasks").glob("*.yml")))
+    assert "argument_types" not in text
+    assert "_variable_errors" not in text and "__kubelet_errors" not in text
+
+
+OPTIONS = {
+    "x_list": {"type": "list", "elements": "str"},
+    "x_dicts": {"type": "list", "elements": "dict"},
+    "x_map": {"type": "dict"},
+    "x_str": {"type": "str"},
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"x_list": ["fuse", "fuse.*"], "x_dicts": [{"a": 1}], "x_map": {}, "x_str": "a"}, []),
+        (
+            {"x_list": "fuse.*"},
+            [
+                "x_list must be a list of str (got a string ('fuse.*')); write it as a YAML list,"
+                " e.g. x_list: ['fuse.*']"
+            ],
+        ),
+        (
+            {"x_list": 5},
+            ["x_list must be a list of str (got a number (5)); write it as a YAML list, e.g. x_list: [...]"],
+        ),
+        ({"x_list": ["a", ["b"]]}, ["x_list must be a list of str, but item 1 is a list"]),
+        ({"x_dicts": ["a=1"]}, ["x_dicts must be a list of dict, but item 0 is a string ('a=1')"]),
+        ({"x_map": "a=1"}, ["x_map must be a mapping (got a string ('a=1')); write it as YAML key: value pairs"]),
+        ({"x_map": ["a"]}, ["x_map must be a mapping (got a list); write it as YAML key: value pairs"]),
+        ({"x_list": None, "x_other": "ignored"}, []),
+    ],
+)
+def test_type_problems(values, expected):
+    assert role_variables.type_problems(OPTIONS, values) == expected
+
+
+def _render(variables: dict):
+    """A stand-in for Ansible's templar: "{{ name }}" is the variable, "{{ not name }}" its negation."""
+
+    def render(template, item=None):
+        if not isinstance(template, str) or not template.startswith("{{"):
+            return template
+        expression = template.strip("{} ")
+        scope = dict(variables, item=item)
+        if expression.startswith("not "):
+            return not scope[expression[4:]]
+        return scope[expression]
+
+    return render
+
+
+def test_rule_problems_reports_every_rule_that_does_not_hold_in_order():
+    rules = {
+        "first": {"ok": "{{ a }}", "msg": "a is wrong: set a"},
+        "second": {"ok": "{{ b }}", "msg": ["b is wrong: set b", "  ", "b also: unset c "]},
+        "third": {"ok": "{{ not a }}", "msg": "never said"},
+    }
+    render = _render({"a": False, "b": False})
+    assert role_variables.rule_problems(rules, render) == ["a is wrong: set a", "b is wrong: set b", "b also: unset c"]
+    assert role_variables.rule_problems(rules, _render({"a": True, "b": True})) == ["never said"]
+
+
+def test_rule_problems_reads_a_rendered_false_as_false():
+    """ok rendered as text (a template that produced "False") is false, as assert's `that` would take it."""
+    rules = {
+        name: {"ok": value, "msg": name} for name, value in [("t", "True"), ("f", "False"), ("e", ""), ("no", "no")]
+    }
+    assert role_variables.rule_problems(rules, _render({})) == ["f", "e", "no"]
+
+
+def test_rule_problems_loops_over_the_items_of_a_rule():
+    """A rule with loop is checked per item (`item`), as an assert loop was: each bad item says its own message."""
+    render = _render({"names": ["x", "", "y"]})
+    rules = {"names": {"loop": "{{ names }}", "ok": "{{ not item }}", "msg": "{{ item }}"}}
+    assert role_variables.rule_problems(rules, render, render) == ["x", "y"]
+
+
+@pytest.mark.parametrize("rules", [["not a rule"], {"r": {"ok": True}}, 5])
+def test_rule_problems_refuses_rules_without_ok_and_msg(rules):
+    with pytest.raises(role_variables.AnsibleActionFail):
+        role_variables.rule_problems(rules, _render({}))
+
+
+PLAY = """
+- name: A string for {name}
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Run the role with the wrong type
+      block:
+        - name: Include the role
+          ansible.builtin.include_role:
+            name: {role}
+          vars:
+            {name}: {value}
+        - name: The role went on
+          ansible.builtin.copy:
+            content: "went on"
+            dest: "{out}"
+            mode: "0644"
+          check_mode: false
+      rescue:
+        - name: Keep what refused it
+          ansible.builtin.copy:
+            content: "{{{{ {{'task': ansible_failed_task.name, 'msg': ansible_failed_result.msg}} | to_json }}}}"
+            dest: "{out}"
+            mode: "0644"
+          check_mode: false
+"""
+
+
+# Values of the right type that break a role's rules: (role, variable, YAML value, what each message says).
+RULE_CASES = {
+    "fuse": ("fuse_device_mode", "666", ['fuse_device_mode must be a quoted octal mode such as "0666" (got 666)']),
+    "runtime_config": (
+        "runtime_config_name",
+        '"no good"\n            runtime_config_backup: false',  # a second variable of the play
+        ["runtime_config_backup is false: a runtime", 'runtime_config_name="no good" is not a valid runtime name'],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory):
+    """One ansible-playbook run of every case: a string for each list and dict variable of each role (one that
+    Ansible's own validation lets through: one of the choices where the option has some), and RULE_CASES. The
+    roles run against this machine in check mode, so that a role that went on past a bad variable (the failure
+    these tests look for) still changes nothing here. What each run stopped at, by case."""
+    out = tmp_path_factory.mktemp("refused")
+    cases = [
+        (role, name, json.dumps((_options(ROOT / "roles" / role)[name].get("choices") or ["fuse.*, a"])[0]))
+        for role, name in LISTS
+    ]
+    cases += [(role, name, json.dumps("a=1")) for role, name in DICTS]
+    cases += [(role, f"rule-{name}", value) for role, (name, value, _) in RULE_CASES.items()]
+    plays = "".join(
+        PLAY.format(role=role, name=name.removeprefix("rule-"), value=value, out=out / f"{role}-{name}.json")
+        for role, name, value in cases
+    )
+    (out / "playbook.yml").write_text(plays)
+    run = run_local_playbook(out / "playbook.yml", "--check")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    said = {}
+    for role, name, _value in cases:
+        text = (out / f"{role}-{name}.json").read_text()
+        said[role, name] = {"task": "went on"} if text == "went on" else json.loads(text)
+    return said
+
+
+def test_each_role_refuses_a_string_for_each_list_and_dict_variable_before_anything_else(refused):
+    problems = []
+    for (role, name), said in refused.items():
+        if name.startswith("rule-"):
+            continue
+        if said.get("task") != TASK_NAME.format(role=role):
+            problems.append(f"{role}/{name}: stopped at {said.get('task')!r}: {said.get('msg')}")
+            continue
+        kind = "a mapping" if (role, name) in DICTS else "a list"
+        if not any(f"{name} must be {kind}" in line for line in said["msg"]):
+            problems.append(f"{role}/{name}: {said['msg']}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("role", list(RULE_CASES))
+def test_rules_that_do_not_hold_fail_the_one_task_with_all_their_messages(refused, role):
+    """The role stops at its one check, which names each variable and the fix (two rules of runtime_config at
+    once), before any other task of the role."""
+    name, _value, expected = RULE_CASES[role]
+    said = refused[role, f"rule-{name}"]
+    assert said["task"] == TASK_NAME.format(role=role), said
+    assert len(said["msg"]) == len(expected), said["msg"]
+    assert all(part in line for part, line in zip(expected, said["msg"], strict=True)), said["msg"]
+
+
+DEFAULTS_PLAY = """
+- name: The defaults of {role} as the role sees them
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  vars_files: [{shared}, {defaults}]
+  tasks:
+    - name: Check the types of the defaults of {role}
+      role_variables:
+        spec: {spec}
+"""
+
+
+def test_each_role_accepts_its_own_defaults_including_templated_ones(tmp_path):
+    """A list variable whose value is a template ("{{ other | default([]) }}", as gpu_validate_runtimes is by
+    default) is judged by what it renders to, not refused as a string. Only the check runs, on the controller."""
+    roles = sorted(p.parent.parent.name for p in ROOT.glob("roles/*/meta/argument_specs.yml"))
+    plays = "".join(
+        DEFAULTS_PLAY.format(
+            role=role,
+            shared=ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml",  # the dependency's values the defaults use
+            defaults=ROOT / "roles" / role / "defaults" / "main.yml",
+            spec=ROOT / "roles" / role / "meta" / "argument_specs.yml",
+        )
+        for role in roles
+        if (ROOT / "roles" / role / "defaults" / "main.yml").exists()
+    )
+    templated = (ROOT / "roles" / "gpu_validate" / "defaults" / "main.yml").read_text()
+    assert 'gpu_validate_runtimes: "{{' in templated  # the case this test is about is still there
+    (tmp_path / "playbook.yml").write_text(plays)
+    run = run_local_playbook(tmp_path / "playbook.yml")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.stdout.count("ok: [localhost]") == plays.count("role_variables:")
