@@ -196,6 +196,23 @@ def row(check, status, detail, fix=""):
     return {"check": check, "status": status, "detail": detail, "fix": fix}
 
 
+def _tool(version):
+    return {"installed": version is not None, "version": version, "running": version is not None}
+
+
+def stack_facts(kernel="6.1.0", containerd="1.6.20", runc="1.1.5", kubelet=None, apparmor=False, fuse=True):
+    """The gpu_node facts of a node's kernel and container stack, as the confinement rows read them
+    (default: today's Debian 12 node with docker, containerd 1.6 and runc 1.1, no kubelet, no AppArmor)."""
+    return {
+        "kernel": {"release": f"{kernel}-28-amd64", "version": kernel, "max_user_namespaces": 63413, "seccomp": True},
+        "runtimes": {"docker": _tool("20.10.24"), "containerd": _tool(containerd), "crio": _tool(None)},
+        "oci_runtimes": {"runc": _tool(runc), "crun": _tool(None)},
+        "kubelet": _tool(kubelet),
+        "apparmor_enabled": apparmor,
+        "fuse": {"device": fuse},
+    }
+
+
 class FakeNode:
     """The node the doctor's checks read (gpu_validate_host.Node) as a fake: commands answer from a table (a missing
     one as a missing binary), files from a dict; records what ran."""

@@ -19,32 +19,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_local_playbook
+from conftest import run_local_playbook, stack_facts
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool(version):
-    return {"installed": version is not None, "version": version, "running": version is not None}
-
-
-def _node(kernel="6.1.0", containerd="1.6.20", runc="1.1.5", kubelet=None, apparmor=False, fuse=True):
-    return {
-        "kernel": {"release": f"{kernel}-28-amd64", "version": kernel, "max_user_namespaces": 63413, "seccomp": True},
-        "runtimes": {"docker": _tool("20.10.24"), "containerd": _tool(containerd), "crio": _tool(None)},
-        "oci_runtimes": {"runc": _tool(runc), "crun": _tool(None)},
-        "kubelet": _tool(kubelet),
-        "apparmor_enabled": apparmor,
-        "fuse": {"device": fuse},
-    }
-
-
 NODES = {
-    "debian12": _node(),
-    "debian12_apparmor": _node(apparmor=True),
-    "new_stack": _node(kernel="6.12.48", containerd="2.1.4", runc="1.3.0", kubelet="1.33.1"),
-    "kubelet131_gate": _node(kernel="6.12.48", containerd="2.1.4", runc="1.3.0", kubelet="1.31.2"),
-    "no_fuse": _node(fuse=False),
+    "debian12": stack_facts(),
+    "debian12_apparmor": stack_facts(apparmor=True),
+    "new_stack": stack_facts(kernel="6.12.48", containerd="2.1.4", runc="1.3.0", kubelet="1.33.1"),
+    "kubelet131_gate": stack_facts(kernel="6.12.48", containerd="2.1.4", runc="1.3.0", kubelet="1.31.2"),
+    "no_fuse": stack_facts(fuse=False),
 }
 
 PLAY = """

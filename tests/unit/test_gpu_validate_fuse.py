@@ -6,7 +6,7 @@ row a passing case and the failing cases. FakeNode (conftest.py) answers the com
 from __future__ import annotations
 
 import pytest
-from conftest import GPU_NODE, FakeNode, node, params, row
+from conftest import GPU_NODE, FakeNode, node, params, row, stack_facts
 from gpu_validate_fuse import check_confinement, check_fuse, check_security, confinement_row, seccomp_row
 from test_gpu_validate_kubelet import DROPIN, MAIN
 
@@ -139,21 +139,6 @@ def test_seccomp(text, expected):
 # ---- confinement -------------------------------------------------------------------------------------------
 
 
-def _tool(version):
-    return {"installed": version is not None, "version": version, "running": version is not None}
-
-
-def _conf_node(kernel="6.1.0", containerd="1.6.20", runc="1.1.5", kubelet=None, apparmor=False, fuse=True):
-    return {
-        "kernel": {"release": f"{kernel}-28-amd64", "version": kernel, "max_user_namespaces": 63413, "seccomp": True},
-        "runtimes": {"docker": _tool("20.10.24"), "containerd": _tool(containerd), "crio": _tool(None)},
-        "oci_runtimes": {"runc": _tool(runc), "crun": _tool(None)},
-        "kubelet": _tool(kubelet),
-        "apparmor_enabled": apparmor,
-        "fuse": {"device": fuse},
-    }
-
-
 OLD_STACK_NEEDS = (
     "Linux >= 6.3 (has 6.1.0-28-amd64); containerd >= 2.0 or CRI-O >= 1.25 (has containerd 1.6.20);"
     " runc >= 1.2 or crun >= 1.9 (has runc 1.1.5); a kubelet >= 1.30 (none installed)"
@@ -169,7 +154,7 @@ NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
     ("facts", "gates", "apparmor", "seccomp", "expected", "state"),
     [
         (
-            _conf_node(**NEW_STACK, kubelet="1.33.1"),
+            stack_facts(**NEW_STACK, kubelet="1.33.1"),
             {},
             None,
             True,
@@ -182,7 +167,7 @@ NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
             "user_namespaces",
         ),
         (
-            _conf_node(**NEW_STACK, kubelet="1.31.2"),
+            stack_facts(**NEW_STACK, kubelet="1.31.2"),
             {"UserNamespacesSupport": True},
             None,
             True,
@@ -195,7 +180,7 @@ NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
             "user_namespaces",
         ),
         (
-            _conf_node(apparmor=True),
+            stack_facts(apparmor=True),
             {},
             "docker-default (enforce)\nfuse (enforce)\n",
             True,
@@ -208,7 +193,7 @@ NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
             "apparmor",
         ),
         (
-            _conf_node(apparmor=True),
+            stack_facts(apparmor=True),
             {},
             "fuse (complain)\n",  # loaded, but not enforcing
             True,
@@ -223,7 +208,7 @@ NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
             "seccomp_only",
         ),
         (
-            _conf_node(),
+            stack_facts(),
             {},
             None,
             True,
@@ -238,7 +223,7 @@ NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
             "seccomp_only",
         ),
         (
-            _conf_node(),
+            stack_facts(),
             {},
             None,
             False,
@@ -251,7 +236,7 @@ NEW_STACK = {"kernel": "6.12.48", "containerd": "2.1.4", "runc": "1.3.0"}
             "not_possible",
         ),
         (
-            _conf_node(fuse=False),
+            stack_facts(fuse=False),
             {},
             None,
             True,
@@ -265,7 +250,7 @@ def test_confinement(facts, gates, apparmor, seccomp, expected, state):
 
 
 def test_the_confinement_family_reads_the_gate_from_the_drop_in_over_the_main_file():
-    facts = _conf_node(**NEW_STACK, kubelet="1.31.2")
+    facts = stack_facts(**NEW_STACK, kubelet="1.31.2")
     files = {
         MAIN: "kind: KubeletConfiguration\nfeatureGates:\n  UserNamespacesSupport: false\n",
         DROPIN: "featureGates:\n  UserNamespacesSupport: true  # on for FUSE pods\n",
