@@ -1,7 +1,8 @@
 """Render the nvidia_driver role's data the way Ansible does and check the exact results.
 
 The role keeps its platform differences as data: defaults/main.yml, vars/main.yml and one platform
-file that tasks/preflight.yml picks with first_found from __nvidia_driver_vars_files. These tests load
+file that tasks/preflight.yml picks with first_found from __nvidia_driver_vars_files (then the release's file,
+__nvidia_driver_release_vars_files, where there is one). These tests load
 the same files in the same order, render them with Ansible's own Templar for each platform, and assert
 the package names, module streams, repository URLs and decisions (skip, Secure Boot, fabric manager,
 operator mode, reboot) the tasks act on.
@@ -163,21 +164,27 @@ class Role:
         merged.update(_load(ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"))  # the dependency's shared values
         merged.update(_load(ROLE / "vars" / "main.yml"))
         merged.update(ansible_facts=self.facts, role_path=str(ROLE), inventory_hostname="node1")
-        self.vars_file = self._first_found(Templar(loader=LOADER, variables=merged))
+        templar = Templar(loader=LOADER, variables=merged)
+        self.vars_file = self._first_found(templar, "__nvidia_driver_vars_files")
         merged.update(_load(self.vars_file))
+        self.release_file = self._first_found(templar, "__nvidia_driver_release_vars_files")
+        if self.release_file:
+            merged.update(_load(self.release_file))
         merged.update(internal)
         self.variables = merged
         self.templar = Templar(loader=LOADER, variables=merged)
 
     @staticmethod
-    def _first_found(templar: Templar) -> Path:
-        """Pick the platform file exactly as the role's first_found lookup does."""
-        spec = templar.evaluate_expression(trust_as_template("__nvidia_driver_vars_files"))
-        for name in spec["files"]:
+    def _first_found(templar: Templar, name: str) -> Path | None:
+        """Pick the platform file exactly as the role's first_found lookup does (None where it may skip)."""
+        spec = templar.evaluate_expression(trust_as_template(name))
+        for file in spec["files"]:
             for directory in spec["paths"]:
-                candidate = Path(directory) / name
+                candidate = Path(directory) / file
                 if candidate.is_file():
                     return candidate
+        if spec.get("skip"):
+            return None
         raise AssertionError(f"no platform file found among {spec['files']}")
 
     def __getitem__(self, name: str):
@@ -199,26 +206,27 @@ class Role:
 
 
 @pytest.mark.parametrize(
-    ("platform", "vars_file", "family", "supported"),
+    ("platform", "vars_file", "release_file", "family", "supported"),
     [
-        ("ubuntu2204", "Ubuntu.yml", "ubuntu", True),
-        ("ubuntu2404", "Ubuntu.yml", "ubuntu", True),
-        ("ubuntu2004", "Ubuntu.yml", "ubuntu", False),
-        ("rocky8", "RedHat.yml", "el", True),
-        ("rocky9", "RedHat.yml", "el", True),
-        ("rocky10", "RedHat.yml", "el", True),
-        ("alma9", "RedHat.yml", "el", True),
-        ("rhel9", "RedHat.yml", "el", True),
-        ("debian12", "Debian_12.yml", "debian", True),
-        ("debian13", "Debian_13.yml", "debian", True),
-        ("forky", "Debian.yml", "debian", True),
-        ("mint21", "Debian.yml", "debian", False),
-        ("arch", "default.yml", "unsupported", False),
+        ("ubuntu2204", "Ubuntu.yml", None, "ubuntu", True),
+        ("ubuntu2404", "Ubuntu.yml", None, "ubuntu", True),
+        ("ubuntu2004", "Ubuntu.yml", None, "ubuntu", False),
+        ("rocky8", "RedHat.yml", None, "el", True),
+        ("rocky9", "RedHat.yml", None, "el", True),
+        ("rocky10", "RedHat.yml", None, "el", True),
+        ("alma9", "RedHat.yml", None, "el", True),
+        ("rhel9", "RedHat.yml", None, "el", True),
+        ("debian12", "Debian.yml", "Debian_12.yml", "debian", True),
+        ("debian13", "Debian.yml", "Debian_13.yml", "debian", True),
+        ("forky", "Debian.yml", None, "debian", True),
+        ("mint21", "Debian.yml", None, "debian", False),
+        ("arch", "default.yml", None, "unsupported", False),
     ],
 )
-def test_platform_file_and_support(platform, vars_file, family, supported):
+def test_platform_file_and_support(platform, vars_file, release_file, family, supported):
     role = Role(platform)
     assert role.vars_file.name == vars_file
+    assert (role.release_file.name if role.release_file else None) == release_file
     assert role["__nvidia_driver_family"] == family
     assert bool(role["__nvidia_driver_supported"]) is supported
 
