@@ -83,6 +83,22 @@ PLATFORMS = {
         "os_family": "RedHat",
         "kernel": "5.14.0-427.13.1.el9_4.x86_64",
     },
+    "centos9": {
+        "distribution": "CentOS",
+        "distribution_major_version": "9",
+        "distribution_version": "9",
+        "distribution_release": "Stream",
+        "os_family": "RedHat",
+        "kernel": "5.14.0-427.el9.x86_64",
+    },
+    "rocky7": {
+        "distribution": "Rocky",
+        "distribution_major_version": "7",
+        "distribution_version": "7.9",
+        "distribution_release": "",
+        "os_family": "RedHat",
+        "kernel": "3.10.0-1160.el7.x86_64",
+    },
     "debian12": {
         "distribution": "Debian",
         "distribution_major_version": "12",
@@ -147,6 +163,16 @@ def _load(path: Path) -> dict:
     return LOADER.load_from_file(str(path), trusted_as_template=True) or {}
 
 
+def _lookup(platform: str, stdout: str) -> dict:
+    """The registered result of tasks/install.yml's headers lookup: its command (package_query) and what it printed."""
+    role = Role(platform)
+    return {
+        "rc": 0,
+        "cmd": role["__nvidia_driver_running_kernel_headers | package_query(__nvidia_driver_pkg_mgr)"],
+        "stdout": stdout,
+    }
+
+
 class Role:
     """The role's variables for one platform, rendered on demand like Ansible does."""
 
@@ -208,14 +234,16 @@ class Role:
 @pytest.mark.parametrize(
     ("platform", "vars_file", "release_file", "family", "supported"),
     [
-        ("ubuntu2204", "Ubuntu.yml", None, "ubuntu", True),
-        ("ubuntu2404", "Ubuntu.yml", None, "ubuntu", True),
+        ("ubuntu2204", "Ubuntu.yml", "Ubuntu_22.yml", "ubuntu", True),
+        ("ubuntu2404", "Ubuntu.yml", "Ubuntu_24.yml", "ubuntu", True),
         ("ubuntu2004", "Ubuntu.yml", None, "ubuntu", False),
-        ("rocky8", "RedHat.yml", None, "el", True),
-        ("rocky9", "RedHat.yml", None, "el", True),
-        ("rocky10", "RedHat.yml", None, "el", True),
-        ("alma9", "RedHat.yml", None, "el", True),
-        ("rhel9", "RedHat.yml", None, "el", True),
+        ("rocky8", "RedHat.yml", "RedHat_8.yml", "el", True),
+        ("rocky9", "RedHat.yml", "RedHat_9.yml", "el", True),
+        ("rocky10", "RedHat.yml", "RedHat_10.yml", "el", True),
+        ("alma9", "RedHat.yml", "RedHat_9.yml", "el", True),
+        ("rhel9", "RedHat.yml", "RedHat_9.yml", "el", True),
+        ("centos9", "RedHat.yml", "RedHat_9.yml", "el", False),
+        ("rocky7", "RedHat.yml", None, "el", False),
         ("debian12", "Debian.yml", "Debian_12.yml", "debian", True),
         ("debian13", "Debian.yml", "Debian_13.yml", "debian", True),
         ("forky", "Debian.yml", None, "debian", True),
@@ -229,6 +257,20 @@ def test_platform_file_and_support(platform, vars_file, release_file, family, su
     assert (role.release_file.name if role.release_file else None) == release_file
     assert role["__nvidia_driver_family"] == family
     assert bool(role["__nvidia_driver_supported"]) is supported
+
+
+def test_the_refusal_names_the_releases_with_a_file_of_their_own():
+    """Adding a release adds its vars/<Distro>_<major>.yml; the refusal reads them, no list to keep in step."""
+    from ansible.plugins.loader import init_plugin_loader
+
+    init_plugin_loader()  # ansible.builtin.fileglob, as ansible-playbook resolves it
+    role = Role("ubuntu2004")
+    assert not role.check("platform")
+    assert role.check_message("platform") == (
+        "The nvidia_driver role supports Debian and the releases with a file of their own in its vars/:"
+        " Debian 12, Debian 13, RedHat 10, RedHat 8, RedHat 9, Ubuntu 22, Ubuntu 24"
+        " (RedHat: RHEL, Rocky Linux and AlmaLinux); node1 runs Ubuntu 20.04."
+    )
 
 
 @pytest.mark.parametrize(
@@ -339,13 +381,13 @@ def test_ubuntu_packages(platform, variables, specs, holds, version_package):
 )
 def test_ubuntu_headers_follow_the_apt_lookup(platform, found, headers):
     policy = "linux-headers-x:\n  Installed: (none)\n  Candidate: 5.15.0-91.101\n" if found else ""
-    role = Role(platform, __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    role = Role(platform, __nvidia_driver_headers_lookup=_lookup(platform, policy))
     assert role["__nvidia_driver_kernel_headers_packages"] == headers
 
 
 def test_ubuntu_headers_without_a_candidate_fall_back_to_the_metapackage():
     policy = "linux-headers-x:\n  Installed: (none)\n  Candidate: (none)\n"
-    role = Role("ubuntu2204", __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    role = Role("ubuntu2204", __nvidia_driver_headers_lookup=_lookup("ubuntu2204", policy))
     assert role["__nvidia_driver_kernel_headers_packages"] == ["linux-headers-generic"]
 
 
@@ -536,14 +578,14 @@ def test_el_mirrors():
 
 
 @pytest.mark.parametrize(
-    ("lookup_rc", "headers"),
+    ("answer", "headers"),
     [
-        (0, ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-devel"]),
-        (1, ["kernel-devel"]),
+        ("5.14.0\n", ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-devel"]),
+        ("", ["kernel-devel"]),
     ],
 )
-def test_el_headers_follow_the_dnf_lookup(lookup_rc, headers):
-    role = Role("rocky9", __nvidia_driver_headers_lookup={"rc": lookup_rc, "stdout": ""})
+def test_el_headers_follow_the_dnf_lookup(answer, headers):
+    role = Role("rocky9", __nvidia_driver_headers_lookup=_lookup("rocky9", answer))
     assert role["__nvidia_driver_kernel_headers_packages"] == headers
 
 
@@ -652,7 +694,7 @@ def test_debian_apt_components_and_suites(platform, suites):
 )
 def test_debian_headers(platform, arch, found, headers):
     policy = "x:\n  Installed: (none)\n  Candidate: 6.1.112-1\n" if found else ""
-    role = Role(platform, arch=arch, __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    role = Role(platform, arch=arch, __nvidia_driver_headers_lookup=_lookup(platform, policy))
     assert role["__nvidia_driver_kernel_headers_packages"] == headers
 
 
