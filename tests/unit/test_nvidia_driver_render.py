@@ -1,7 +1,8 @@
 """Render the nvidia_driver role's data the way Ansible does and check the exact results.
 
 The role keeps its platform differences as data: defaults/main.yml, vars/main.yml and one platform
-file that tasks/preflight.yml picks with first_found from __nvidia_driver_vars_files. These tests load
+file that tasks/preflight.yml picks with first_found from __nvidia_driver_vars_files (then the release's file,
+__nvidia_driver_release_vars_files, where there is one). These tests load
 the same files in the same order, render them with Ansible's own Templar for each platform, and assert
 the package names, module streams, repository URLs and decisions (skip, Secure Boot, fabric manager,
 operator mode, reboot) the tasks act on.
@@ -84,6 +85,22 @@ PLATFORMS = {
         "os_family": "RedHat",
         "kernel": "5.14.0-427.13.1.el9_4.x86_64",
     },
+    "centos9": {
+        "distribution": "CentOS",
+        "distribution_major_version": "9",
+        "distribution_version": "9",
+        "distribution_release": "Stream",
+        "os_family": "RedHat",
+        "kernel": "5.14.0-427.el9.x86_64",
+    },
+    "rocky7": {
+        "distribution": "Rocky",
+        "distribution_major_version": "7",
+        "distribution_version": "7.9",
+        "distribution_release": "",
+        "os_family": "RedHat",
+        "kernel": "3.10.0-1160.el7.x86_64",
+    },
     "debian12": {
         "distribution": "Debian",
         "distribution_major_version": "12",
@@ -148,6 +165,16 @@ def _load(path: Path) -> dict:
     return LOADER.load_from_file(str(path), trusted_as_template=True) or {}
 
 
+def _lookup(platform: str, stdout: str) -> dict:
+    """The registered result of tasks/install.yml's headers lookup: its command (package_query) and what it printed."""
+    role = Role(platform)
+    return {
+        "rc": 0,
+        "cmd": role["__nvidia_driver_running_kernel_headers | package_query(__nvidia_driver_pkg_mgr)"],
+        "stdout": stdout,
+    }
+
+
 class Role:
     """The role's variables for one platform, rendered on demand like Ansible does."""
 
@@ -165,21 +192,27 @@ class Role:
         merged.update(_load(ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"))  # the dependency's shared values
         merged.update(_load(ROLE / "vars" / "main.yml"))
         merged.update(ansible_facts=self.facts, role_path=str(ROLE), inventory_hostname="node1")
-        self.vars_file = self._first_found(Templar(loader=LOADER, variables=merged))
+        templar = Templar(loader=LOADER, variables=merged)
+        self.vars_file = self._first_found(templar, "__nvidia_driver_vars_files")
         merged.update(_load(self.vars_file))
+        self.release_file = self._first_found(templar, "__nvidia_driver_release_vars_files")
+        if self.release_file:
+            merged.update(_load(self.release_file))
         merged.update(internal)
         self.variables = merged
         self.templar = Templar(loader=LOADER, variables=merged)
 
     @staticmethod
-    def _first_found(templar: Templar) -> Path:
-        """Pick the platform file exactly as the role's first_found lookup does."""
-        spec = templar.evaluate_expression(trust_as_template("__nvidia_driver_vars_files"))
-        for name in spec["files"]:
+    def _first_found(templar: Templar, name: str) -> Path | None:
+        """Pick the platform file exactly as the role's first_found lookup does (None where it may skip)."""
+        spec = templar.evaluate_expression(trust_as_template(name))
+        for file in spec["files"]:
             for directory in spec["paths"]:
-                candidate = Path(directory) / name
+                candidate = Path(directory) / file
                 if candidate.is_file():
                     return candidate
+        if spec.get("skip"):
+            return None
         raise AssertionError(f"no platform file found among {spec['files']}")
 
     def __getitem__(self, name: str):
@@ -206,28 +239,45 @@ class Role:
 
 
 @pytest.mark.parametrize(
-    ("platform", "vars_file", "family", "supported"),
+    ("platform", "vars_file", "release_file", "family", "supported"),
     [
-        ("ubuntu2204", "Ubuntu.yml", "ubuntu", True),
-        ("ubuntu2404", "Ubuntu.yml", "ubuntu", True),
-        ("ubuntu2004", "Ubuntu.yml", "ubuntu", False),
-        ("rocky8", "RedHat.yml", "el", True),
-        ("rocky9", "RedHat.yml", "el", True),
-        ("rocky10", "RedHat.yml", "el", True),
-        ("alma9", "RedHat.yml", "el", True),
-        ("rhel9", "RedHat.yml", "el", True),
-        ("debian12", "Debian_12.yml", "debian", True),
-        ("debian13", "Debian_13.yml", "debian", True),
-        ("forky", "Debian.yml", "debian", True),
-        ("mint21", "Debian.yml", "debian", False),
-        ("arch", "default.yml", "unsupported", False),
+        ("ubuntu2204", "Ubuntu.yml", "Ubuntu_22.yml", "ubuntu", True),
+        ("ubuntu2404", "Ubuntu.yml", "Ubuntu_24.yml", "ubuntu", True),
+        ("ubuntu2004", "Ubuntu.yml", None, "ubuntu", False),
+        ("rocky8", "RedHat.yml", "RedHat_8.yml", "el", True),
+        ("rocky9", "RedHat.yml", "RedHat_9.yml", "el", True),
+        ("rocky10", "RedHat.yml", "RedHat_10.yml", "el", True),
+        ("alma9", "RedHat.yml", "RedHat_9.yml", "el", True),
+        ("rhel9", "RedHat.yml", "RedHat_9.yml", "el", True),
+        ("centos9", "RedHat.yml", "RedHat_9.yml", "el", False),
+        ("rocky7", "RedHat.yml", None, "el", False),
+        ("debian12", "Debian.yml", "Debian_12.yml", "debian", True),
+        ("debian13", "Debian.yml", "Debian_13.yml", "debian", True),
+        ("forky", "Debian.yml", None, "debian", True),
+        ("mint21", "Debian.yml", None, "debian", False),
+        ("arch", "default.yml", None, "unsupported", False),
     ],
 )
-def test_platform_file_and_support(platform, vars_file, family, supported):
+def test_platform_file_and_support(platform, vars_file, release_file, family, supported):
     role = Role(platform)
     assert role.vars_file.name == vars_file
+    assert (role.release_file.name if role.release_file else None) == release_file
     assert role["__nvidia_driver_family"] == family
     assert bool(role["__nvidia_driver_supported"]) is supported
+
+
+def test_the_refusal_names_the_releases_with_a_file_of_their_own():
+    """Adding a release adds its vars/<Distro>_<major>.yml; the refusal reads them, no list to keep in step."""
+    from ansible.plugins.loader import init_plugin_loader
+
+    init_plugin_loader()  # ansible.builtin.fileglob, as ansible-playbook resolves it
+    role = Role("ubuntu2004")
+    assert not role.check("platform")
+    assert role.check_message("platform") == (
+        "The nvidia_driver role supports Debian and the releases with a file of their own in its vars/:"
+        " Debian 12, Debian 13, RedHat 10, RedHat 8, RedHat 9, Ubuntu 22, Ubuntu 24"
+        " (RedHat: RHEL, Rocky Linux and AlmaLinux); node1 runs Ubuntu 20.04."
+    )
 
 
 @pytest.mark.parametrize(
@@ -338,13 +388,13 @@ def test_ubuntu_packages(platform, variables, specs, holds, version_package):
 )
 def test_ubuntu_headers_follow_the_apt_lookup(platform, found, headers):
     policy = "linux-headers-x:\n  Installed: (none)\n  Candidate: 5.15.0-91.101\n" if found else ""
-    role = Role(platform, __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    role = Role(platform, __nvidia_driver_headers_lookup=_lookup(platform, policy))
     assert role["__nvidia_driver_kernel_headers_packages"] == headers
 
 
 def test_ubuntu_headers_without_a_candidate_fall_back_to_the_metapackage():
     policy = "linux-headers-x:\n  Installed: (none)\n  Candidate: (none)\n"
-    role = Role("ubuntu2204", __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    role = Role("ubuntu2204", __nvidia_driver_headers_lookup=_lookup("ubuntu2204", policy))
     assert role["__nvidia_driver_kernel_headers_packages"] == ["linux-headers-generic"]
 
 
@@ -535,14 +585,14 @@ def test_el_mirrors():
 
 
 @pytest.mark.parametrize(
-    ("lookup_rc", "headers"),
+    ("answer", "headers"),
     [
-        (0, ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-devel"]),
-        (1, ["kernel-devel"]),
+        ("5.14.0\n", ["kernel-devel-5.14.0-427.13.1.el9_4.x86_64", "kernel-devel"]),
+        ("", ["kernel-devel"]),
     ],
 )
-def test_el_headers_follow_the_dnf_lookup(lookup_rc, headers):
-    role = Role("rocky9", __nvidia_driver_headers_lookup={"rc": lookup_rc, "stdout": ""})
+def test_el_headers_follow_the_dnf_lookup(answer, headers):
+    role = Role("rocky9", __nvidia_driver_headers_lookup=_lookup("rocky9", answer))
     assert role["__nvidia_driver_kernel_headers_packages"] == headers
 
 
@@ -651,7 +701,7 @@ def test_debian_apt_components_and_suites(platform, suites):
 )
 def test_debian_headers(platform, arch, found, headers):
     policy = "x:\n  Installed: (none)\n  Candidate: 6.1.112-1\n" if found else ""
-    role = Role(platform, arch=arch, __nvidia_driver_headers_lookup={"rc": 0, "stdout": policy})
+    role = Role(platform, arch=arch, __nvidia_driver_headers_lookup=_lookup(platform, policy))
     assert role["__nvidia_driver_kernel_headers_packages"] == headers
 
 

@@ -520,11 +520,16 @@ def test_fuse_installs_crun_only_where_runc_is_too_old_and_the_archive_offers_cr
             "fuse_oci_runtime": mode,
             "fuse_install_packages": True,
             "ansible_facts": {
-                "os_family": "Debian",
+                "pkg_mgr": "apt",
                 "gpu_node": {"oci_runtimes": {"runc": {"version": runc}, "crun": {"version": crun}}},
             },
-            # what the node read printed: the archive's answer (when it was asked), then the udev line
-            "__fuse_node": {"stdout": (answer or "") + "udev-rules-dir", "stdout_lines": ["udev-rules-dir"]},
+            # what the node read ran (the archive asked last, when it was) and printed: the answer, then the udev line
+            "__fuse_node": {
+                "cmd": ["/bin/sh", "-c", "fuse-read", "/etc/udev/rules.d"]
+                + (["apt-cache", "policy", "crun"] if answer else []),
+                "stdout": (answer or "") + "udev-rules-dir",
+                "stdout_lines": ["udev-rules-dir"],
+            },
         }
         cases.append((case_vars, install, offered))
     playbook = yaml.safe_dump(
