@@ -21,7 +21,7 @@ from tests.cri.client import CriClient, node_socket
 
 # the docker and containerd nodes (rc-crio has tests of its own: test_crio.py, test_crio_doors.py)
 testinfra_hosts = [f"ansible://{name}" for name in ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204")]
-STANDIN_LOG = "/var/log/nvidia-container-runtime-standin.log"
+RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"  # NVIDIA's runtime, debug log (prepare.yml)
 IMAGE = "docker.io/gpunode-test/busybox:latest"
 PACKAGED = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "containerd" / "debian-packaged-config.toml"
 
@@ -32,8 +32,8 @@ def cri(host):
         yield client
 
 
-def _standin_calls(host) -> list[str]:
-    return host.run(f"cat {STANDIN_LOG}").stdout.splitlines()
+def _runtime_log(host) -> list[str]:
+    return host.run(f"cat {RUNTIME_LOG}").stdout.splitlines()
 
 
 def _cri_table(config: dict) -> dict:
@@ -62,21 +62,22 @@ CGROUP_QUIRK = "cpu.weight: no such file or directory"
 
 
 def _pod(host, cri, name: str, handler: str) -> tuple[str, list[str]]:
-    """Start a pod through the CRI; return its sandbox id and the stand-in runtime's calls meanwhile."""
-    before = len(_standin_calls(host))
+    """Start a pod through the CRI; return its sandbox id and NVIDIA's runtime's debug log lines meanwhile."""
+    before = len(_runtime_log(host))
     sandbox, error = cri.try_pod(name, handler, IMAGE, ["sleep", "300"])
     if host.backend.get_hostname() == "rc-forky" and error and CGROUP_QUIRK in error:
         error = None
     assert error is None, error
     assert sandbox
-    return sandbox, _standin_calls(host)[before:]
+    return sandbox, _runtime_log(host)[before:]
 
 
 def test_a_pod_with_runtime_handler_nvidia_runs_through_the_nvidia_runtime(host, cri):
     sandbox, calls = _pod(host, cri, "nvidia-pod", "nvidia")
-    assert any(sandbox in call for call in calls), f"the sandbox did not go through the stand-in: {calls}"
+    # each call logs its bundle directory, which ends in the sandbox's (or container's) id
+    assert any(sandbox in call for call in calls), f"the sandbox did not go through NVIDIA's runtime: {calls}"
     if host.backend.get_hostname() != "rc-forky":  # the container itself (the sandbox could not start there)
-        assert sum(1 for call in calls if " create " in f" {call} ") >= 2, calls
+        assert sum(1 for call in calls if "Create command detected" in call) >= 2, calls
 
 
 def test_a_pod_without_runtime_handler_runs_through_runc(host, cri):

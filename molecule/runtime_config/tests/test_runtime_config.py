@@ -15,7 +15,7 @@ testinfra_hosts = [f"ansible://{name}" for name in ("rc-debian12", "rc-debian13"
 DAEMON_JSON = "/etc/docker/daemon.json"
 CONTAINERD_TOML = "/etc/containerd/config.toml"
 IMAGE = "gpunode-test/busybox:latest"
-STANDIN_LOG = "/var/log/nvidia-container-runtime-standin.log"
+RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"  # NVIDIA's runtime, debug log (prepare.yml)
 
 
 def _daemon_json(host) -> dict:
@@ -38,12 +38,12 @@ def test_docker_lists_the_nvidia_runtime(host):
 
 
 def test_a_container_runs_through_the_nvidia_runtime(host):
-    before = host.run(f"wc -l < {STANDIN_LOG}").stdout.strip() or "0"
+    before = host.run(f"wc -l < {RUNTIME_LOG}").stdout.strip() or "0"
     out = host.run(f"docker run --rm --runtime nvidia --network {_network(host)} {IMAGE} echo through-nvidia")
     assert out.rc == 0, out.stderr
     assert out.stdout.strip() == "through-nvidia"
-    after = host.check_output(f"wc -l < {STANDIN_LOG}")
-    assert int(after) > int(before), "the stand-in nvidia runtime was not called"
+    after = host.check_output(f"wc -l < {RUNTIME_LOG}")
+    assert int(after) > int(before), "NVIDIA's runtime was not called"
 
 
 def test_nvidia_is_not_the_default_runtime(host):

@@ -34,7 +34,6 @@ V3 = ("rc-forky", "rc-ubuntu2204")  # containerd 2.x: config v3
 CONFIG = "/etc/containerd/config.toml"
 DAEMON_JSON = "/etc/docker/daemon.json"
 STATE = "/var/lib/gpu-node-provisioning"
-STANDIN = "/usr/bin/nvidia-container-runtime"
 IMAGE = "docker.io/gpunode-test/busybox:latest"
 # the CRI table of each node's config.toml: Debian's packaged file is v2, containerd 2.x's is v3
 CRI_TABLE = f"('io.containerd.cri.v1.runtime' if inventory_hostname in {list(V3)} else 'io.containerd.grpc.v1.cri')"
