@@ -20,6 +20,12 @@ FILES_DIGEST = (
 )
 
 
+def said(result) -> str:
+    """What ansible-playbook printed, as one line: a refusal is a list item of the role_variables task's msg, which
+    the YAML callback quotes (an apostrophe doubled) and folds at about 80 columns."""
+    return " ".join((result.stdout + result.stderr).replace("''", "'").split())
+
+
 def name(host) -> str:
     return host.backend.get_hostname()
 

@@ -6,7 +6,7 @@ the plugin back on envvar (a mutation) makes that row fail."""
 
 from __future__ import annotations
 
-from helpers import containerd_runtimes, digest, name, recap, rows, set_strategy, site
+from helpers import containerd_runtimes, digest, name, recap, rows, said, set_strategy, site
 
 testinfra_hosts = ["ansible://gp-cns"]
 
@@ -15,7 +15,7 @@ def test_site_refuses_while_the_plugin_is_on_envvar_and_changes_nothing(host):
     assert host.service("gp-standin-device-plugin").is_running
     before = digest(host)
     result = site(host)
-    out = result.stdout + result.stderr
+    out = said(result)
     assert result.returncode != 0, out
     assert "Refusing to change gp-cns: it runs NVIDIA's device plugin (standalone" in out, out
     assert "device-list-strategy envvar (env)" in out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import containerd_runtimes, digest, migrate, recap, rows, set_strategy, site
+from helpers import containerd_runtimes, digest, migrate, recap, rows, said, set_strategy, site
 
 testinfra_hosts = ["ansible://gp-eks"]
 
@@ -27,7 +27,7 @@ def test_keep_semantics_keeps_nvidia_the_default_and_the_doctor_warns(host):
 def test_without_keep_semantics_the_run_is_refused_and_changes_nothing(host):
     before = digest(host)
     result = site(host, {"nvidia_container_toolkit_keep_gpu_pod_access": False})
-    out = result.stdout + result.stderr
+    out = said(result)
     assert result.returncode != 0, out[-4000:]
     assert "Refusing to change gp-eks" in out
     assert "docker's default runtime nvidia -> runc" in out and "containerd's default runtime nvidia -> runc" in out
