@@ -111,13 +111,15 @@ def test_main_dispatches_with_import_tasks_where_the_file_name_is_fixed():
 
 
 def _defined_in_tasks(node, found: set[str]) -> None:
-    """Names a task file defines: register, set_fact keys, vars of blocks and tasks."""
+    """Names a task file defines: register, loop_var, set_fact keys, vars of blocks and tasks."""
     if isinstance(node, list):
         for item in node:
             _defined_in_tasks(item, found)
     elif isinstance(node, dict):
         if isinstance(node.get("register"), str):
             found.add(node["register"])
+        if isinstance(node.get("loop_control"), dict) and "loop_var" in node["loop_control"]:
+            found.add(node["loop_control"]["loop_var"])
         if isinstance(node.get("vars"), dict):
             found.update(node["vars"])
         set_fact = node.get("ansible.builtin.set_fact")
