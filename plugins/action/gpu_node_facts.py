@@ -10,11 +10,23 @@ had a conditional setup task before this one (skipped whenever the play gathered
 
 from __future__ import annotations
 
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 
 MODULE = "ansible.legacy.gpu_node_facts"
 SETUP = "ansible.legacy.setup"
+
+
+def gather_runtimes_problem(value) -> str | None:
+    """The refusal of a gather_runtimes that is not a YAML boolean, naming the role variable that sets it (the role
+    has this one variable and no role_variables task: the action checks it, as role_variables would)."""
+    if isinstance(value, bool):
+        return None
+    return (
+        f"gpu_node_facts_gather_runtimes must be a boolean (got {value!r}); write it unquoted, "
+        "e.g. gpu_node_facts_gather_runtimes: true (with -e, as JSON: -e '{\"gpu_node_facts_gather_runtimes\": true}')"
+    )
 
 
 def needs_minimal_facts(task_vars: dict) -> bool:
@@ -28,6 +40,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
+        problem = gather_runtimes_problem(self._task.args.get("gather_runtimes", False))
+        if problem:
+            raise AnsibleActionFail(problem)
         facts = {}
         if needs_minimal_facts(task_vars):
             minimal = self._execute_module(SETUP, module_args={"gather_subset": ["min"]}, task_vars=task_vars)

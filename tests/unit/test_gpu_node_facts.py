@@ -1065,3 +1065,21 @@ def test_the_one_task_gathers_the_minimal_facts_only_where_the_play_did_not(tmp_
     assert without["os_family"] and without["gpu_node"], without
     assert {"ansible_os_family", "ansible_distribution", "gpu_node"} <= set(without["set"]), without
     assert json.loads((tmp_path / "with.json").read_text()) == ["gpu_node"]
+
+
+def test_a_gather_runtimes_that_is_not_a_boolean_is_refused_naming_the_role_variable():
+    """The role's one variable is checked by its action (the role has no role_variables task): "yes" or "true" in
+    quotes would reach the module as a string; the refusal names gpu_node_facts_gather_runtimes and the fix."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gpu_node_facts_action", Path(__file__).resolve().parents[2] / "plugins/action/gpu_node_facts.py"
+    )
+    action = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action)
+    assert action.gather_runtimes_problem(True) is None
+    assert action.gather_runtimes_problem(False) is None
+    for bad in ("yes", "true", 1, None):
+        problem = action.gather_runtimes_problem(bad)
+        assert problem and problem.startswith("gpu_node_facts_gather_runtimes must be a boolean"), (bad, problem)
+        assert "gpu_node_facts_gather_runtimes: true" in problem
