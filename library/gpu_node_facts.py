@@ -25,6 +25,9 @@ description:
   - The module is read-only. It never changes the node and never reports a change. A missing file or command is
     not an error, it just leaves the matching fact false or null.
   - Runs on the managed node with the Python standard library only.
+  - Where the play has not gathered facts (no C(ansible_facts.os_family)), its action plugin runs the setup module
+    with the C(min) subset first, and the task sets those facts too (the distribution and OS family the roles
+    decide on).
 version_added: "0.1.0"
 author: gpu-node-provisioning
 options:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: role_variables
-short_description: The one check of a role's variables, their YAML types and then the role's own rules
+short_description: The one check of a role's variables, their YAML types and choices and then the role's own rules
 description:
   - Runs on the controller as a role's first task that can refuse anything, before anything on the node changes.
     Every problem is reported at once, each naming the variable and the fix; the node is not touched.
@@ -16,7 +16,10 @@ description:
     its characters. For every option of O(entry_point) that the play sets, a list option's value must be a YAML
     list (its items of the declared C(elements) type where that is C(str), C(dict), C(list) or C(bool)), a dict
     option's value a YAML mapping, a bool a YAML boolean, an int a YAML integer, and none of them null where the
-    default is not.
+    default is not. An option with C(choices) must hold one of them (a list option only them); the message names
+    the variable, what it got and the values it takes.
+  - Ansible's own validation does not run besides, as it is prepended to a role only for an entry point named
+    C(main), and the roles name theirs V(variables) (C(ansible-doc -t role) shows it).
   - Then, when the types are right, the role's rules (O(checks)).
 version_added: "1.0.0"
 author: gpu-node-provisioning
@@ -33,9 +36,9 @@ options:
       - Rendered one rule at a time, after the types passed. Without it only the types are checked.
     type: str
   entry_point:
-    description: The entry point whose options are checked.
+    description: The entry point whose options are checked; the task fails when the spec has none of that name.
     type: str
-    default: main
+    default: variables
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:

@@ -38,6 +38,11 @@ def run_playbook_on_nodes(playbook: Path, node_vars: dict[str, dict], *args: str
     return subprocess.run(cmd, cwd=PROJECT, env=env, capture_output=True, text=True, check=False)
 
 
+def folded(run: subprocess.CompletedProcess) -> str:
+    """What the run printed, its whitespace collapsed: the callback wraps long messages."""
+    return " ".join(run.stdout.split())
+
+
 def recap(stdout: str) -> dict[str, dict[str, int]]:
     """The PLAY RECAP counters per node: {"node": {"ok": 12, "changed": 0, "failed": 1, ...}}."""
     counters = {}

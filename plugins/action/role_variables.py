@@ -1,9 +1,12 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
-"""The one check of a role's variables: their YAML types, then the role's own rules, in one task.
+"""The one check of a role's variables: their YAML types and choices, then the role's own rules, in one task.
 
 Every role runs this action as its first task that can refuse anything, on the controller, before the node
-changes. Two steps, every problem of a step reported at once, each naming the variable and the fix:
+changes. Ansible's own role argument validation does not run: it is prepended only for an entry point named
+``main``, and the roles' meta/argument_specs.yml name theirs ``ENTRY_POINT`` (below), so this check is the one
+that reads them (``ansible-doc -t role`` renders them all the same). Two steps, every problem of a step reported
+at once, each naming the variable and the fix:
 
 1. Types. Ansible's role argument validation converts before it checks: a string given for a ``type: list``
    option passes (it is split at commas), but the role then sees the string, and a Jinja loop over it walks
@@ -11,7 +14,8 @@ changes. Two steps, every problem of a step reported at once, each naming the va
    every file system). For every option of the entry point that the play sets, a list must be a YAML list
    (its elements of the declared ``elements`` type where that is str, dict, list or bool), a dict a YAML
    mapping, a bool a YAML boolean (not "yes"), an int a YAML integer (not "30"), and none of them null where
-   the default is not (Ansible lets null through).
+   the default is not (Ansible lets null through). An option with ``choices`` must hold one of them (a list
+   option: only them), as Ansible's validation would check.
 2. Rules (only when the types are right, so a rule never sees a string for a list): ``checks`` names the
    role variable (vars/main.yml) that holds the role's rules, a mapping of rule name to ``{ok, msg}``;
    ``msg`` (a sentence or a list of them) is reported for every rule whose ``ok`` is false; a rule with
@@ -38,6 +42,9 @@ _KINDS = {
     "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
 }
 _EXAMPLES = {"bool": "true", "int": "30"}
+# The entry point of every role's meta/argument_specs.yml: not "main", for which Ansible would prepend its own
+# validation task to the role (ansible.playbook.role.Role._prepend_validation_task), a second, looser type check.
+ENTRY_POINT = "variables"
 
 
 def _kind_of(value) -> str:
@@ -98,6 +105,31 @@ def type_problems(options: Mapping, values: Mapping) -> list[str]:
     return problems
 
 
+def _shown(value) -> str:
+    return "null" if value is None else repr(value) if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def choice_problems(options: Mapping, values: Mapping) -> list[str]:
+    """One sentence per variable in `values` whose value (a list's items) is not among its option's choices."""
+    problems = []
+    for name, option in options.items():
+        choices = (option or {}).get("choices")
+        if choices is None or name not in values:
+            continue
+        allowed = ", ".join(_shown(choice) if not isinstance(choice, str) else choice for choice in choices)
+        value = values[name]
+        secret = (option or {}).get("no_log")
+        if (option or {}).get("type") == "list" and _KINDS["list"][1](value):
+            bad = [i for i, item in enumerate(value) if item not in choices]
+            if bad:
+                got = "a value not shown (no_log)" if secret else _shown(value[bad[0]])
+                problems.append(f"{name} may list only {allowed}, but item {bad[0]} is {got}")
+        elif value not in choices and not (isinstance(value, (int, float)) and str(value) in choices):
+            got = "a value not shown (no_log)" if secret else _shown(value)
+            problems.append(f"{name} must be one of {allowed} (got {got})")
+    return problems
+
+
 def _is_true(value) -> bool:
     """A rule's rendered ok: a boolean, or the text of one ("False" where a template rendered to text)."""
     if isinstance(value, str):
@@ -147,16 +179,20 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         spec_path = self._task.args.get("spec")
         checks = self._task.args.get("checks")
-        entry_point = self._task.args.get("entry_point", "main")
+        entry_point = self._task.args.get("entry_point", ENTRY_POINT)
         if not spec_path:
             raise AnsibleActionFail("role_variables needs spec: the path of the role's meta/argument_specs.yml")
-        specs = self._loader.load_from_file(spec_path) or {}
-        options = ((specs.get("argument_specs") or {}).get(entry_point) or {}).get("options") or {}
+        specs = (self._loader.load_from_file(spec_path) or {}).get("argument_specs") or {}
+        if entry_point not in specs:
+            raise AnsibleActionFail(f"{spec_path} has no entry point {entry_point!r} (it has {', '.join(specs)})")
+        options = (specs[entry_point] or {}).get("options") or {}
         # task_vars hold what the inventory and defaults wrote: a value may still be a template
         # ("{{ other_var | default([]) }}"), so judge what it renders to, as the role will see it.
         templar = self._templar.copy_with_new_env(available_variables=task_vars)
         values = {name: templar.template(task_vars[name]) for name in options if name in task_vars}
         problems = type_problems(options, values)
+        # the choices of the variables whose type is right (a list's items are compared, not its text)
+        problems += choice_problems({n: o for n, o in options.items() if not type_problems({n: o}, values)}, values)
         rules = 0
         if not problems and checks:
             if checks not in task_vars:
@@ -177,5 +213,7 @@ class ActionModule(ActionBase):
             result["problems"] = problems
             result["msg"] = problems
         else:
-            result["msg"] = f"{len(values)} variables have the types {spec_path} declares; {rules} rules hold"
+            result["msg"] = (
+                f"{len(values)} variables have the types and choices {spec_path} declares; {rules} rules hold"
+            )
         return result

@@ -1014,3 +1014,72 @@ def test_a_node_without_an_installer_says_unknown(tmp_path):
     assert installer["name"] == "unknown"
     assert installer["found"] == []
     assert installer["containerd"] is None
+
+
+# --- the action: the minimal facts first, where the play gathered none (plugins/action/gpu_node_facts.py) ---------
+
+ACTION_PLAY = """
+- name: A play that gathered no facts
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Gather the GPU node facts
+      gpu_node_facts:
+        gather_runtimes: false
+      register: without
+    - name: Keep what the one task set
+      ansible.builtin.copy:
+        content: "{{{{ {{'os_family': ansible_facts.os_family | default(none), 'gpu_node': ansible_facts.gpu_node
+                     is defined, 'set': without.ansible_facts.keys() | list}} | to_json }}}}"
+        dest: "{out}/without.json"
+        mode: "0644"
+- name: A play that gathered facts
+  hosts: localhost
+  connection: local
+  gather_facts: true
+  tasks:
+    - name: Gather the GPU node facts
+      gpu_node_facts:
+        gather_runtimes: false
+      register: gathered
+    - name: Keep what the one task set
+      ansible.builtin.copy:
+        content: "{{{{ gathered.ansible_facts.keys() | list | to_json }}}}"
+        dest: "{out}/with.json"
+        mode: "0644"
+"""
+
+
+def test_the_one_task_gathers_the_minimal_facts_only_where_the_play_did_not(tmp_path):
+    """The role's one task: a play without gather_facts gets the OS family from it (the setup module's min
+    subset first), a play that gathered facts gets the GPU node facts alone (setup does not run again)."""
+    import json
+
+    from conftest import run_local_playbook
+
+    (tmp_path / "play.yml").write_text(ACTION_PLAY.format(out=tmp_path))
+    run = run_local_playbook(tmp_path / "play.yml")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    without = json.loads((tmp_path / "without.json").read_text())
+    assert without["os_family"] and without["gpu_node"], without
+    assert {"ansible_os_family", "ansible_distribution", "gpu_node"} <= set(without["set"]), without
+    assert json.loads((tmp_path / "with.json").read_text()) == ["gpu_node"]
+
+
+def test_a_gather_runtimes_that_is_not_a_boolean_is_refused_naming_the_role_variable():
+    """The role's one variable is checked by its action (the role has no role_variables task): "yes" or "true" in
+    quotes would reach the module as a string; the refusal names gpu_node_facts_gather_runtimes and the fix."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gpu_node_facts_action", Path(__file__).resolve().parents[2] / "plugins/action/gpu_node_facts.py"
+    )
+    action = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action)
+    assert action.gather_runtimes_problem(True) is None
+    assert action.gather_runtimes_problem(False) is None
+    for bad in ("yes", "true", 1, None):
+        problem = action.gather_runtimes_problem(bad)
+        assert problem and problem.startswith("gpu_node_facts_gather_runtimes must be a boolean"), (bad, problem)
+        assert "gpu_node_facts_gather_runtimes: true" in problem

@@ -530,16 +530,21 @@ def test_each_bad_input_has_one_precise_message(var, value, message):
     assert validate(params(**{var: value}), "1.31.0") == [message]
 
 
-# Types and choices are meta/argument_specs.yml's alone: Ansible's role argument validation (choices, and
-# types it cannot convert) and the role_variables action (types it would convert, and null) refuse these
-# before kubelet_validate runs, which therefore does not check them again.
-SPEC = yaml.safe_load((ROOT / "roles/kubelet/meta/argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+# Types and choices are meta/argument_specs.yml's alone: the role_variables action (types, null, choices)
+# refuses these before kubelet_validate runs, which therefore does not check them again.
 role_variables = load_module("role_variables", subdir="plugins/action")
+SPEC = yaml.safe_load((ROOT / "roles/kubelet/meta/argument_specs.yml").read_text())["argument_specs"][
+    role_variables.ENTRY_POINT
+]["options"]
 SPEC_REFUSES = [
-    ("kubelet_config_mode", "drop-in", "value of kubelet_config_mode must be one of: auto, dropin, merge"),
-    ("kubelet_cgroup_driver", "Systemd", "value of kubelet_cgroup_driver must be one of: systemd, cgroupfs"),
-    ("kubelet_cpu_manager_policy", "Static", "value of kubelet_cpu_manager_policy must be one of: none, static"),
-    ("kubelet_topology_manager_policy", "single_numa_node", "must be one of: none, best-effort"),
+    ("kubelet_config_mode", "drop-in", "kubelet_config_mode must be one of auto, dropin, merge (got 'drop-in')"),
+    (
+        "kubelet_cgroup_driver",
+        "Systemd",
+        "kubelet_cgroup_driver must be one of systemd, cgroupfs, null (got 'Systemd')",
+    ),
+    ("kubelet_cpu_manager_policy", "Static", "kubelet_cpu_manager_policy must be one of none, static, null (got"),
+    ("kubelet_topology_manager_policy", "single_numa_node", "must be one of none, best-effort, restricted, single"),
     ("kubelet_seccomp_default", "yes", "kubelet_seccomp_default must be a boolean (got a string ('yes'))"),
     ("kubelet_feature_gates", ["A"], "kubelet_feature_gates must be a mapping (got a list)"),
     ("kubelet_register_with_taints", "a:NoSchedule", "kubelet_register_with_taints must be a list of str"),
@@ -561,11 +566,8 @@ SPEC_REFUSES = [
 
 
 def _spec_problems(var, value) -> list[str]:
-    """What Ansible's role argument validation and then the role_variables action say about one variable."""
-    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-
-    result = ArgumentSpecValidator(SPEC).validate({var: value})
-    return [str(error) for error in result.errors] + role_variables.type_problems(SPEC, {var: value})
+    """What the role_variables action says about one variable's type and choices."""
+    return role_variables.type_problems(SPEC, {var: value}) + role_variables.choice_problems(SPEC, {var: value})
 
 
 @pytest.mark.parametrize(("var", "value", "message"), SPEC_REFUSES, ids=[case[0] for case in SPEC_REFUSES])

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from conftest import load_module
 
+ENTRY_POINT = load_module("role_variables", subdir="plugins/action").ENTRY_POINT
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "kubelet"
 
 
@@ -15,7 +17,7 @@ def _load(relative: str):
 
 def test_argument_specs_name_exactly_the_defaults_with_the_same_default_values():
     defaults = _load("defaults/main.yml")
-    options = _load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    options = _load("meta/argument_specs.yml")["argument_specs"][ENTRY_POINT]["options"]
     assert list(options) == list(defaults)
     mismatched = {
         name: (spec.get("default"), defaults[name])
@@ -26,7 +28,7 @@ def test_argument_specs_name_exactly_the_defaults_with_the_same_default_values()
 
 
 def test_every_option_has_a_description_and_a_type():
-    options = _load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
+    options = _load("meta/argument_specs.yml")["argument_specs"][ENTRY_POINT]["options"]
     assert [name for name, spec in options.items() if not spec.get("description") or not spec.get("type")] == []
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from conftest import load_module
@@ -946,9 +945,11 @@ def test_services_start_only_with_a_loaded_unchanged_driver(loaded, result, star
     assert role["__nvidia_driver_start_services"] is start
 
 
-# ---- variable checks: argument_specs and the preflight asserts ------------------------------------------------
+# ---- variable checks: argument_specs (types and choices) and the role's rules, one role_variables task ----------
 
-ARGUMENT_SPEC = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+ARGUMENT_SPEC = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text())["argument_specs"][
+    role_variables.ENTRY_POINT
+]["options"]
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
 PREFLIGHT = LOADER.load_from_file(str(ROLE / "tasks" / "preflight.yml"), trusted_as_template=True)
 MAIN = LOADER.load_from_file(str(ROLE / "tasks" / "main.yml"), trusted_as_template=True)
@@ -958,9 +959,13 @@ def _task(tasks: list, name: str) -> dict:
     return next(task for task in tasks if task["name"] == name)
 
 
+def _spec_problems(values: dict) -> list[str]:
+    """What the role_variables task says about the types and choices of these values."""
+    return role_variables.type_problems(ARGUMENT_SPEC, values) + role_variables.choice_problems(ARGUMENT_SPEC, values)
+
+
 def test_argument_spec_accepts_the_defaults():
-    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(DEFAULTS))
-    assert result.error_messages == []
+    assert _spec_problems(dict(DEFAULTS)) == []
 
 
 @pytest.mark.parametrize(
@@ -968,33 +973,32 @@ def test_argument_spec_accepts_the_defaults():
     [
         (
             {"nvidia_driver_flavour": "closed"},
-            "value of nvidia_driver_flavour must be one of: auto, proprietary, open, got: closed",
+            "nvidia_driver_flavour must be one of auto, proprietary, open (got 'closed')",
         ),
         (
             {"nvidia_driver_managed_by": "gpu-operator"},
-            "value of nvidia_driver_managed_by must be one of: host, operator",
+            "nvidia_driver_managed_by must be one of host, operator (got 'gpu-operator')",
         ),
-        ({"nvidia_driver_reboot": "always"}, "value of nvidia_driver_reboot must be one of: auto, never, got: always"),
+        ({"nvidia_driver_reboot": "always"}, "nvidia_driver_reboot must be one of auto, never (got 'always')"),
         (
             {"nvidia_driver_fabricmanager": "yes"},
-            "value of nvidia_driver_fabricmanager must be one of: auto, always, never",
+            "nvidia_driver_fabricmanager must be one of auto, always, never (got 'yes')",
         ),
         (
             {"nvidia_driver_module_params": ["NVreg_EnableGpuFirmware=0"]},
-            "'nvidia_driver_module_params' is of type list",
+            "nvidia_driver_module_params must be a mapping (got a list)",
         ),
-        ({"nvidia_driver_hold": "maybe"}, "'nvidia_driver_hold' is of type str"),
+        ({"nvidia_driver_hold": "maybe"}, "nvidia_driver_hold must be a boolean (got a string ('maybe'))"),
     ],
 )
 def test_argument_spec_rejects_bad_values(override, message):
-    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(DEFAULTS, **override))
-    assert any(message in error for error in result.error_messages), result.error_messages
+    problems = _spec_problems(dict(DEFAULTS, **override))
+    assert [problem for problem in problems if problem.startswith(message)], problems
 
 
 def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_does():
     """argument_specs types nvidia_driver_version as str only: a malformed string passes it ..."""
-    result = ArgumentSpecValidator(ARGUMENT_SPEC).validate(dict(DEFAULTS, nvidia_driver_version="580.95.05-1ubuntu1"))
-    assert result.error_messages == []
+    assert _spec_problems(dict(DEFAULTS, nvidia_driver_version="580.95.05-1ubuntu1")) == []
     # ... and the role's first check rejects it, with the regex kept in vars/main.yml, before the no-GPU exit.
     role = Role("ubuntu2204", nvidia_driver_version="580.95.05-1ubuntu1")
     assert "__nvidia_driver_version_regex" in role.variables["__nvidia_driver_variable_checks"]["version"]["ok"]

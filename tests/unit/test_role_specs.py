@@ -1,9 +1,10 @@
-"""Every role's meta/argument_specs.yml (main entry point) must describe exactly its defaults/main.yml.
+"""Every role's meta/argument_specs.yml (its one entry point) must describe exactly its defaults/main.yml.
 
-Ansible validates a role's variables against argument_specs before the role runs, so a variable that
-is in defaults but not in the spec escapes validation, and a spec option without a default in
-defaults/main.yml is a variable users cannot find. Roles are discovered under roles/, so a new role
-is checked without touching this file.
+The role's role_variables task checks its variables against argument_specs before the role changes anything,
+so a variable that is in defaults but not in the spec escapes the check, and a spec option without a default in
+defaults/main.yml is a variable users cannot find. Each spec uses only what role_variables checks (an option
+key it does not know, such as `required`, would be a check that nothing makes). Roles are discovered under
+roles/, so a new role is checked without touching this file.
 """
 
 from __future__ import annotations
@@ -15,9 +16,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(path for path in (ROOT / "roles").iterdir() if path.is_dir() and not path.name.startswith("."))
+ENTRY_POINT = load_module("role_variables", subdir="plugins/action").ENTRY_POINT
+# What role_variables reads of an option (type, elements, choices, default; no_log hides a value it names) and
+# what is documentation only. Ansible's own validation, which would check more (required, aliases, options of a
+# dict, mutually_exclusive...), does not run.
+OPTION_KEYS = {"description", "type", "elements", "choices", "default", "no_log", "version_added"}
 
 
 def _yaml(path: Path) -> dict:
@@ -28,7 +35,7 @@ def _yaml(path: Path) -> dict:
 
 def _spec_options(role: Path) -> dict:
     specs = _yaml(role / "meta" / "argument_specs.yml")
-    return ((specs.get("argument_specs") or {}).get("main") or {}).get("options") or {}
+    return ((specs.get("argument_specs") or {}).get(ENTRY_POINT) or {}).get("options") or {}
 
 
 def _defaults(role: Path) -> dict:
@@ -48,6 +55,18 @@ def test_argument_spec_options_equal_the_defaults(role):
     assert (role / "meta" / "argument_specs.yml").is_file(), f"{role.name} has defaults but no meta/argument_specs.yml"
     assert options - defaults == set(), f"{role.name}: in argument_specs but not in defaults/main.yml"
     assert defaults - options == set(), f"{role.name}: in defaults/main.yml but not in argument_specs"
+
+
+@pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
+def test_the_one_entry_point_is_not_main_and_uses_only_what_role_variables_checks(role):
+    """`main` would make Ansible prepend its own validation task to the role, a second type check."""
+    specs = _yaml(role / "meta" / "argument_specs.yml").get("argument_specs")
+    if specs is None:
+        return
+    assert list(specs) == [ENTRY_POINT] != ["main"], f"{role.name}: entry points {list(specs)}"
+    assert set(specs[ENTRY_POINT]) <= {"short_description", "description", "author", "options"}, role.name
+    unknown = {name: sorted(set(option) - OPTION_KEYS) for name, option in _spec_options(role).items()}
+    assert {name: keys for name, keys in unknown.items() if keys} == {}, role.name
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
@@ -80,5 +99,5 @@ def test_readme_points_to_ansible_doc_and_it_renders_every_variable(role):
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    rendered = json.loads(result.stdout)[role.name]["entry_points"]["main"].get("options") or {}
+    rendered = json.loads(result.stdout)[role.name]["entry_points"][ENTRY_POINT].get("options") or {}
     assert set(rendered) == set(_defaults(role)), f"{role.name}: ansible-doc renders {sorted(rendered)}"

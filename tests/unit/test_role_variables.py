@@ -1,15 +1,18 @@
-"""The one check of a role's variables (the role_variables action): types first, then the role's rules.
+"""The one check of a role's variables (the role_variables action): types and choices first, then the rules.
 
 Ansible's own role argument validation splits a string given for a ``type: list`` option at commas and
-lets it pass, while the role goes on with the string. The role_variables action, each role's one variable
-check, refuses it, and then checks the role's rules (vars/main.yml: __<role>_variable_checks, {ok, msg}
-each). Checked four ways:
+lets it pass, while the role goes on with the string. It does not run here (the argument specs have no
+``main`` entry point, test_role_specs); the role_variables action, each role's one variable check, refuses
+such a string, checks the choices Ansible's validation would have checked, and then the role's rules
+(vars/main.yml: __<role>_variable_checks, {ok, msg} each). Checked four ways:
 - every list option of every role's meta/argument_specs.yml sets ``elements``, and every role with
   variables runs the role_variables task with its rules before any task that reads or changes the node;
-- the pure functions on the values that matter (type_problems, rule_problems);
+- the pure functions on the values that matter (type_problems, choice_problems, rule_problems), the
+  choices against Ansible's own validator for every option of every role;
 - for real: ansible-playbook runs each role on localhost with a string for each of its list variables
-  (and a string for each dict variable); each run stops at that task, before any other task of the role,
-  with a message that names the variable and the expected type;
+  (and a string for each dict variable, and a value outside the choices for every option with choices);
+  each run stops at that task, before any other task of the role, with a message that names the variable
+  and the expected type or the allowed values;
 - for real: a rule that does not hold fails the task with every such rule's message.
 """
 
@@ -33,7 +36,7 @@ role_variables = load_module("role_variables", subdir="plugins/action")
 
 def _options(role: Path) -> dict:
     specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())
-    return specs["argument_specs"]["main"].get("options") or {}
+    return specs["argument_specs"][role_variables.ENTRY_POINT].get("options") or {}
 
 
 def _typed(kind: str) -> list[tuple[str, str]]:
@@ -44,6 +47,16 @@ def _typed(kind: str) -> list[tuple[str, str]]:
 
 LISTS = _typed("list")
 DICTS = _typed("dict")
+CHOICES = {
+    role.name: [name for name, option in _options(role).items() if "choices" in option]
+    for role in ROLES
+    if any("choices" in option for option in _options(role).values())
+}
+
+
+def test_the_documented_entry_point_is_the_one_the_action_reads():
+    doc = yaml.safe_load(load_module("role_variables").DOCUMENTATION)
+    assert doc["options"]["entry_point"]["default"] == role_variables.ENTRY_POINT != "main"
 
 
 def test_there_are_list_variables_to_check():
@@ -79,14 +92,11 @@ def _tasks_in_order_one(role: Path, task: dict) -> list[dict]:
 
 @pytest.mark.parametrize("role", CHECKED_ROLES, ids=[role.name for role in CHECKED_ROLES])
 def test_every_role_checks_its_variables_once_before_anything_else(role):
-    """One role_variables task per role, with the role's rules; before it only the loading of its OS data."""
+    """One role_variables task per role, with the role's rules, the role's first task."""
     tasks = _tasks_in_order(role)
     checks = [i for i, task in enumerate(tasks) if "role_variables" in task]
     assert len(checks) == 1, f"{role.name}: {len(checks)} role_variables tasks"
-    assert [next(iter(t.keys() - {"name", "tags", "vars"})) for t in tasks[: checks[0]]] in (
-        [],
-        ["ansible.builtin.include_vars"],
-    )
+    assert checks[0] == 0, [t.get("name") for t in tasks[: checks[0]]]
     task = tasks[checks[0]]
     assert task["name"] == TASK_NAME.format(role=role.name)
     assert task["role_variables"] == {
@@ -137,6 +147,59 @@ OPTIONS = {
 )
 def test_type_problems(values, expected):
     assert role_variables.type_problems(OPTIONS, values) == expected
+
+
+CHOICE_OPTIONS = {
+    "x_mode": {"type": "str", "choices": ["auto", "dropin"]},
+    "x_policy": {"type": "str", "choices": ["none", "static", None]},
+    "x_runtimes": {"type": "list", "elements": "str", "choices": ["docker", "crio"]},
+    "x_secret": {"type": "str", "choices": ["a"], "no_log": True},
+}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"x_mode": "auto", "x_policy": None, "x_runtimes": ["crio", "docker"], "x_secret": "a"}, []),
+        ({"x_policy": "static", "x_runtimes": []}, []),
+        ({"x_mode": "drop-in"}, ["x_mode must be one of auto, dropin (got 'drop-in')"]),
+        ({"x_mode": None}, ["x_mode must be one of auto, dropin (got null)"]),
+        ({"x_policy": "Static"}, ["x_policy must be one of none, static, null (got 'Static')"]),
+        ({"x_policy": True}, ["x_policy must be one of none, static, null (got true)"]),
+        ({"x_runtimes": ["docker", "cri-o"]}, ["x_runtimes may list only docker, crio, but item 1 is 'cri-o'"]),
+        ({"x_secret": "hunter2"}, ["x_secret must be one of a (got a value not shown (no_log))"]),
+        (
+            {"x_mode": "x", "x_runtimes": ["x"]},
+            [
+                "x_mode must be one of auto, dropin (got 'x')",
+                "x_runtimes may list only docker, crio, but item 0 is 'x'",
+            ],
+        ),
+    ],
+)
+def test_choice_problems(values, expected):
+    assert role_variables.choice_problems(CHOICE_OPTIONS, values) == expected
+
+
+def test_choices_refuse_exactly_what_ansibles_own_validation_refuses():
+    """For every option with choices of every role, and values of several kinds, role_variables refuses a value
+    (by its type, or then by its choices) whenever Ansible's role argument validation would have, and its choices
+    refuse only what Ansible's would: the check Ansible no longer makes is not lost."""
+    from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+    values = [None, "", "auto", "none", "static", "Systemd", "null", "yes", 30, True, ["docker"], ["docker", "x"], {}]
+    compared = []
+    for role, names in CHOICES.items():
+        for name in names:
+            option = {name: _options(ROOT / "roles" / role)[name]}
+            for value in values:
+                ansible = ArgumentSpecValidator(option).validate({name: value}, validate_role_argument_spec=True)
+                typed = role_variables.type_problems(option, {name: value})
+                chosen = [] if typed else role_variables.choice_problems(option, {name: value})
+                assert bool(typed or chosen) >= bool(ansible.error_messages), (name, value, ansible.error_messages)
+                assert bool(chosen) <= bool(ansible.error_messages), (name, value, chosen)
+                compared.append(name)
+    assert len(set(compared)) >= 10
 
 
 def _render(variables: dict):
@@ -226,10 +289,18 @@ RULE_CASES = {
 }
 
 
+def _outside_choices(role: str, name: str) -> str:
+    """A value of the option's type (JSON) that is not one of its choices."""
+    return json.dumps(
+        ["no-such-choice"] if _options(ROOT / "roles" / role)[name]["type"] == "list" else "no-such-choice"
+    )
+
+
 @pytest.fixture(scope="module")
 def refused(tmp_path_factory):
     """One ansible-playbook run of every case: a string for each list and dict variable of each role (one that
-    Ansible's own validation lets through: one of the choices where the option has some), and RULE_CASES. The
+    Ansible's own validation would let through: one of the choices where the option has some), a value outside
+    the choices for every option with choices of a role (all at once, one case per role), and RULE_CASES. The
     roles run against this machine in check mode, so that a role that went on past a bad variable (the failure
     these tests look for) still changes nothing here. What each run stopped at, by case."""
     out = tmp_path_factory.mktemp("refused")
@@ -238,9 +309,20 @@ def refused(tmp_path_factory):
         for role, name in LISTS
     ]
     cases += [(role, name, json.dumps("a=1")) for role, name in DICTS]
+    # every option with choices of the role in the play's vars (the first one is the template's {name})
+    outside = {role: [(name, _outside_choices(role, name)) for name in names] for role, names in CHOICES.items()}
+    cases += [
+        (role, f"choices-{names[0][0]}", "\n            ".join(f"{n}: {v}" for n, v in names).split(": ", 1)[1])
+        for role, names in outside.items()
+    ]
     cases += [(role, f"rule-{name}", value) for role, (name, value, _) in RULE_CASES.items()]
     plays = "".join(
-        PLAY.format(role=role, name=name.removeprefix("rule-"), value=value, out=out / f"{role}-{name}.json")
+        PLAY.format(
+            role=role,
+            name=name.removeprefix("rule-").removeprefix("choices-"),
+            value=value,
+            out=out / f"{role}-{name}.json",
+        )
         for role, name, value in cases
     )
     (out / "playbook.yml").write_text(plays)
@@ -256,7 +338,7 @@ def refused(tmp_path_factory):
 def test_each_role_refuses_a_string_for_each_list_and_dict_variable_before_anything_else(refused):
     problems = []
     for (role, name), said in refused.items():
-        if name.startswith("rule-"):
+        if name.startswith(("rule-", "choices-")):
             continue
         if said.get("task") != TASK_NAME.format(role=role):
             problems.append(f"{role}/{name}: stopped at {said.get('task')!r}: {said.get('msg')}")
@@ -265,6 +347,25 @@ def test_each_role_refuses_a_string_for_each_list_and_dict_variable_before_anyth
         if not any(f"{name} must be {kind}" in line for line in said["msg"]):
             problems.append(f"{role}/{name}: {said['msg']}")
     assert problems == []
+
+
+@pytest.mark.parametrize("role", list(CHOICES))
+def test_each_role_refuses_a_value_outside_the_choices_of_each_option_at_its_one_check(refused, role):
+    """Not Ansible's validation (a task of its own before the role's), but the role's one check, which says for
+    every option at once what it got and which values it takes."""
+    names = CHOICES[role]
+    said = refused[role, f"choices-{names[0]}"]
+    assert said["task"] == TASK_NAME.format(role=role), said
+    for name in names:
+        option = _options(ROOT / "roles" / role)[name]
+        allowed = ", ".join("null" if choice is None else str(choice) for choice in option["choices"])
+        expected = (
+            f"{name} may list only {allowed}, but item 0 is 'no-such-choice'"
+            if option["type"] == "list"
+            else f"{name} must be one of {allowed} (got 'no-such-choice')"
+        )
+        assert expected in said["msg"], said["msg"]
+    assert len(said["msg"]) == len(names), said["msg"]
 
 
 @pytest.mark.parametrize("role", list(RULE_CASES))

@@ -431,9 +431,8 @@ def test_apparmor_profile_lists_come_from_the_variables():
 def test_argument_specs_match_the_defaults(role):
     role_dir = ROOT / "roles" / role
     defaults = yaml.safe_load((role_dir / "defaults" / "main.yml").read_text())
-    options = yaml.safe_load((role_dir / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"][
-        "options"
-    ]
+    options = yaml.safe_load((role_dir / "meta" / "argument_specs.yml").read_text())["argument_specs"]
+    options = options[load_module("role_variables", subdir="plugins/action").ENTRY_POINT]["options"]
     assert set(options) == set(defaults)
     for name, spec in options.items():
         assert spec["default"] == defaults[name], name

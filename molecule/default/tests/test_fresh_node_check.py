@@ -9,7 +9,7 @@ from pathlib import Path
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
-from playbook_runner import run_playbook
+from playbook_runner import folded, run_playbook
 
 testinfra_hosts = ["ansible://site-fresh"]
 
@@ -33,7 +33,7 @@ def test_check_mode_on_a_fresh_node_completes(host):
 def test_toolkit_skips_a_gpu_less_node_unless_forced(host):
     run = run_playbook(host, SCENARIO / "toolkit_unforced.yml", {"nvidia_container_toolkit_force": False})
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-    said = " ".join(run.stdout.split())  # the callback may wrap long messages
+    said = folded(run)
     assert "Skipping the NVIDIA container toolkit on site-fresh: no NVIDIA GPU on PCI and no NVIDIA driver" in said
     assert "Set nvidia_container_toolkit_force: true to install it anyway" in said
     recap = [line for line in run.stdout.splitlines() if line.startswith("site-fresh ")]

@@ -9,7 +9,7 @@ from pathlib import Path
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 from fuse_probes import ESCAPE, MOUNT_AND_READ
-from playbook_runner import run_playbook
+from playbook_runner import folded, run_playbook
 
 IMAGE = "gpunode-test/fuse:latest"
 FUSE_PROFILE = "/etc/docker/seccomp/fuse.json"
@@ -124,7 +124,7 @@ def test_a_broken_extra_apparmor_profile_is_refused_and_not_written(host):
         host, SCENARIO / "converge.yml", {"security_profiles_apparmor_extra": {"gpunode-broken": broken}}
     )
     assert run.returncode != 0
-    said = " ".join(run.stdout.split())  # the callback may wrap long messages
+    said = folded(run)
     assert "AppArmor profile 'gpunode-broken' refused, nothing was written for it to /etc/apparmor.d" in said, said
     # This kernel has no AppArmor: the role says that SYS_ADMIN FUSE pods are not confined and points to user namespaces
     assert "so FUSE pods with CAP_SYS_ADMIN are NOT confined here" in said, said
@@ -196,7 +196,7 @@ def test_a_string_for_a_list_variable_is_refused_before_anything_is_written(host
     before = host.check_output("sha256sum /etc/apparmor.d/fuse /etc/docker/seccomp/fuse.json")
     run = run_playbook(host, SCENARIO / "converge.yml", {"security_profiles_apparmor_mount_fstypes": "fuse.*"})
     assert run.returncode != 0
-    said = " ".join(run.stdout.split())
+    said = folded(run)
     assert "security_profiles_apparmor_mount_fstypes must be a list of str" in said, said[-2000:]
     assert "changed=0" in said
     assert host.check_output("sha256sum /etc/apparmor.d/fuse /etc/docker/seccomp/fuse.json") == before

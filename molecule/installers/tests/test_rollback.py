@@ -22,7 +22,9 @@ def test_a_broken_template_is_rolled_back_and_the_agent_runs_again(host):
     before = host.file(template).content_string
     # a Go template action the agent cannot render ({{"{{"}} keeps Ansible from templating it)
     broken = '{{"{{"}} template "nonexistent" . }}'
-    run = run_playbook(host, SCENARIO / "converge.yml", {"runtime_config_installer_template_extra": broken})
+    # 3 health checks, not the role's 30: the agent that cannot render its template never comes back
+    bad = {"runtime_config_installer_template_extra": broken, "runtime_config_health_retries": 3}
+    run = run_playbook(host, SCENARIO / "converge.yml", bad)
     assert run.returncode != 0, run.stdout
     assert "k3s.service did not come back after its config changed" in run.stdout, run.stdout[-3000:]
     assert "is running again with its previous config" in run.stdout, run.stdout[-3000:]

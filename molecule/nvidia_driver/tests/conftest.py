@@ -22,7 +22,7 @@ import testinfra
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
-from playbook_runner import recap, run_playbook_on_nodes
+from playbook_runner import folded, recap, run_playbook_on_nodes
 
 NEW_KERNEL = "6.1.0-999-amd64"
 FABRIC_MANAGER_APART = "580.95.05-0ubuntu1"
@@ -44,7 +44,7 @@ def node(name: str):
 
 def _rerun(node_vars: dict, before: dict | None = None) -> Rerun:
     run = run_playbook_on_nodes(SCENARIO / "converge.yml", node_vars)
-    return Rerun(run.returncode, run.stdout, " ".join(run.stdout.split()), recap(run.stdout), before or {})
+    return Rerun(run.returncode, run.stdout, folded(run), recap(run.stdout), before or {})
 
 
 def dpkg_version(host, package: str) -> str:

@@ -21,7 +21,7 @@ import grpc
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
-from playbook_runner import run_playbook
+from playbook_runner import folded, run_playbook
 
 from tests.cri.client import CriClient, node_socket
 
@@ -41,10 +41,6 @@ def _nvidia(host) -> dict:
 
 def _started(host) -> str:
     return host.check_output("systemctl show containerd -p ActiveEnterTimestampMonotonic --value")
-
-
-def _said(run) -> str:
-    return " ".join(run.stdout.split())
 
 
 def _cri_ready(host) -> None:
@@ -75,7 +71,7 @@ def test_the_dropin_method_is_read_by_containerd_and_a_reading_otherwise_is_refu
         config, started = host.file(CONFIG).sha256sum, _started(host)
         run = run_playbook(host, SCENARIO / "converge.yml", DROPIN_METHOD)
         assert run.returncode != 0, run.stdout[-3000:]
-        said = _said(run)
+        said = folded(run)
         assert f"containerd reads the new {DROPIN} (imported by {CONFIG}) otherwise than meant" in said, said[-3000:]
         assert f"runtimes.nvidia.options.BinaryName is '/usr/sbin/runc', not '{RUNTIME}'" in said, said[-3000:]
         assert f"{DROPIN} (imported by {CONFIG}) was left as it was" in said

@@ -22,7 +22,7 @@ import pytest
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
-from playbook_runner import run_playbook
+from playbook_runner import folded, run_playbook
 
 from tests.cri.client import CriClient, crio_client
 from tests.cri.doors import STARTED, log_since, log_size
@@ -62,10 +62,6 @@ def _pod(host, handler: str) -> tuple[str | None, str | None, bool]:
 
 def _converge(host, extra_vars: dict | None = None, *args: str):
     return run_playbook(host, SCENARIO / "converge.yml", extra_vars, *args)
-
-
-def _said(run) -> str:
-    return " ".join(run.stdout.split())
 
 
 def test_the_dropin_is_the_default_runtimes_entry_from_the_real_crio_config_with_only_the_binary_replaced(host):
@@ -120,7 +116,7 @@ def test_a_dropin_crio_refuses_is_rolled_back_byte_for_byte(host):
         settings = {"crio": {"runtime": {"runtimes": {"nvidia": {"monitor_cgroup": "gpunode-not-a-slice"}}}}}
         run = _converge(host, {"runtime_config_crio_settings": settings, "runtime_config_health_retries": 3})
         assert run.returncode != 0
-        said = _said(run)
+        said = folded(run)
         assert "crio did not come back after its config changed" in said, said[-3000:]
         assert "conmon cgroup should be 'pod'" in said  # CRI-O's own reason, from its journal
         assert f"Rolled back: restored {DROPIN} from /var/backups/gpu-node-provisioning{DROPIN}." in said
@@ -143,7 +139,7 @@ def test_a_dropin_crio_would_read_otherwise_is_refused_before_anything_is_writte
     try:
         run = _converge(host, {"runtime_config_crio_settings": {"crio": {"runtime": {"runtimes": {"nvidia": {}}}}}})
         assert run.returncode != 0
-        said = _said(run)
+        said = folded(run)
         assert f"CRI-O reads the new {DROPIN} otherwise than meant" in said, said[-3000:]
         assert f"crio.runtime.runtimes.nvidia.runtime_path is '/usr/sbin/runc', not '{RUNTIME}'" in said
         assert f"{DROPIN} was left as it was" in said
@@ -164,7 +160,7 @@ def test_a_restart_left_pending_is_finished_by_the_next_run(host):
     assert _pod(host, "gpunode-pending")[1] is not None  # ...not in the running daemon
     run = _converge(host, pending)
     assert run.returncode == 0, run.stdout[-3000:]
-    assert "was not restarted since (the run was interrupted or runtime_config_restart was false)" in _said(run)
+    assert "was not restarted since (the run was interrupted or runtime_config_restart was false)" in folded(run)
     assert _started(host) != started
     assert not host.file(f"{STATE}/pending-restart-crio.json").exists
     _sandbox, error, through_nvidia = _pod(host, "gpunode-pending")

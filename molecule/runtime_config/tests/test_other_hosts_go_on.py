@@ -7,7 +7,7 @@ from pathlib import Path
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
-from playbook_runner import run_playbook
+from playbook_runner import folded, run_playbook
 
 # one run drives the four docker/containerd nodes (rc-crio has its own play); it is started from the node that gets
 # the refused config
@@ -35,7 +35,7 @@ def test_a_rollback_on_one_host_lets_the_other_hosts_go_on(host):
         assert " failed=0 " in recap[other], recap
         assert " changed=0 " not in recap[other], f"{other} did not go on: {recap[other]}"
     # dockerd refused a key that is also a flag of its unit (-H fd://): rolled back byte for byte
-    said = " ".join(run.stdout.split())
+    said = folded(run)
     assert "docker did not come back after its config changed" in said
     assert "Rolled back: restored /etc/docker/daemon.json from /var/backups/gpu-node-provisioning/etc/docker/" in said
     assert "is running again with its previous config" in said

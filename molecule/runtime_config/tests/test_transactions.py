@@ -24,7 +24,7 @@ import testinfra
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
-from playbook_runner import run_playbook
+from playbook_runner import folded, run_playbook
 
 from tests.cri.client import CriClient, node_socket
 
@@ -54,10 +54,6 @@ def _run_all(host, extra_vars: dict | None, *args: str):
 
 def _json(node) -> dict:
     return json.loads(node.file(DAEMON_JSON).content_string)
-
-
-def _said(run) -> str:
-    return " ".join(run.stdout.split())  # the callback wraps long messages
 
 
 def _started(node) -> str:
@@ -133,7 +129,7 @@ def test_a_runtime_binary_that_does_not_exist_is_refused_before_anything_is_writ
     before = {name: (node.file(CONFIG).sha256sum, node.file(DAEMON_JSON).sha256sum) for name, node in nodes.items()}
     run, recap = _run_all(host, {"runtime_config_binary": "/usr/bin/gpunode-missing-runtime"})
     assert run.returncode != 0
-    said = _said(run)
+    said = folded(run)
     for name, node in nodes.items():
         assert " failed=1 " in recap[name] and " changed=0 " in recap[name], recap[name]
         assert (node.file(CONFIG).sha256sum, node.file(DAEMON_JSON).sha256sum) == before[name]
@@ -173,7 +169,7 @@ def test_a_change_written_but_not_applied_is_applied_by_the_next_run(host, nodes
     # the next run, with nothing left to write, restarts containerd and checks it
     run, recap = _run_all(host, pending)
     assert run.returncode == 0, run.stdout[-3000:]
-    assert "was not restarted since (the run was interrupted or runtime_config_restart was false)" in _said(run)
+    assert "was not restarted since (the run was interrupted or runtime_config_restart was false)" in folded(run)
     for name, node in nodes.items():
         assert " changed=0 " not in recap[name], recap[name]
         assert _started(node) != started[name], f"{name}: containerd was not restarted"
@@ -194,7 +190,7 @@ def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host, node
     }
     run, recap = _run_all(host, bad)
     assert run.returncode != 0
-    said = _said(run)
+    said = folded(run)
     assert "containerd did not come back after its config changed" in said
     assert "CRI plugin did not load" in said
     assert f"Rolled back: restored {CONFIG} from /var/backups/gpu-node-provisioning{CONFIG}." in said

@@ -1,0 +1,56 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""gpu_node_facts on the controller: the minimal facts first where the play has none, then the module.
+
+The roles decide on ``ansible_facts.os_family`` and the distribution, which a play with ``gather_facts: false``
+has not gathered. Where ``ansible_facts.os_family`` is missing this action runs the setup module with the
+``min`` subset before the gpu_node_facts module, and the task sets both kinds of facts: one task, where the role
+had a conditional setup task before this one (skipped whenever the play gathered facts, as site.yml's do).
+"""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible.utils.vars import merge_hash
+
+MODULE = "ansible.legacy.gpu_node_facts"
+SETUP = "ansible.legacy.setup"
+
+
+def gather_runtimes_problem(value) -> str | None:
+    """The refusal of a gather_runtimes that is not a YAML boolean, naming the role variable that sets it (the role
+    has this one variable and no role_variables task: the action checks it, as role_variables would)."""
+    if isinstance(value, bool):
+        return None
+    return (
+        f"gpu_node_facts_gather_runtimes must be a boolean (got {value!r}); write it unquoted, "
+        "e.g. gpu_node_facts_gather_runtimes: true (with -e, as JSON: -e '{\"gpu_node_facts_gather_runtimes\": true}')"
+    )
+
+
+def needs_minimal_facts(task_vars: dict) -> bool:
+    """Whether the play has not gathered the facts the roles decide on (the OS family)."""
+    return "os_family" not in (task_vars.get("ansible_facts") or {})
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        problem = gather_runtimes_problem(self._task.args.get("gather_runtimes", False))
+        if problem:
+            raise AnsibleActionFail(problem)
+        facts = {}
+        if needs_minimal_facts(task_vars):
+            minimal = self._execute_module(SETUP, module_args={"gather_subset": ["min"]}, task_vars=task_vars)
+            if minimal.get("failed"):
+                return merge_hash(result, minimal)
+            facts = minimal.get("ansible_facts") or {}
+        node = self._execute_module(MODULE, module_args=self._task.args, task_vars=task_vars)
+        result = merge_hash(result, node)
+        if facts and not node.get("failed"):
+            result["ansible_facts"] = merge_hash(facts, node.get("ansible_facts") or {})
+        return result
