@@ -37,8 +37,9 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
 
 
 def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path: the one loader of this project's module_utils
-    on the controller (a plugin cannot import them as ansible.module_utils.*), shared with the action plugins."""
+    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
+    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
+    the files it loads."""
     name = "gpu_node_provisioning_controller_files"
     if name not in sys.modules:
         path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
