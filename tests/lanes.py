@@ -27,13 +27,15 @@ LANES = {"molecule-cgroup2": (0, True), "demo": (0, True), "molecule": (1, False
 # the first apt cache slot of each molecule lane's nodes (create.yml takes <image>-<n> from here on)
 APT_SLOT_FIRST = {"molecule-cgroup2": 0, "molecule": 8, "molecule-2": 16}
 # scenarios without a forky node that run on lane 0 or 2 instead of lane 1, to even the lanes out
-# (fleet to lane 2: with kubelet, nvidia_driver, fuse_security and nvidia_runtime lane 1 was the longest,
-# CHANGELOG.md "Test times")
+# (fleet to lane 2: with kubelet, nvidia_driver, fuse_security and nvidia_runtime lane 1 was the longest;
+# nvidia_runtime to lane 2 as well: in CI's runs of af030ca and f3aa190 lane 2 ended 5-8 min before lane 1, whose
+# nvidia_driver alone takes about 29 min; CHANGELOG.md "Test times")
 SCENARIO_GROUPS = {
     "fleet": "molecule-2",
     "gpu_pods": "molecule-2",
     "installers": "molecule-2",
     "nvidia_container_toolkit": "molecule-2",
+    "nvidia_runtime": "molecule-2",
 }
 
 
