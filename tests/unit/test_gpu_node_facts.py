@@ -1070,13 +1070,7 @@ def test_the_one_task_gathers_the_minimal_facts_only_where_the_play_did_not(tmp_
 def test_a_gather_runtimes_that_is_not_a_boolean_is_refused_naming_the_role_variable():
     """The role's one variable is checked by its action (the role has no role_variables task): "yes" or "true" in
     quotes would reach the module as a string; the refusal names gpu_node_facts_gather_runtimes and the fix."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "gpu_node_facts_action", Path(__file__).resolve().parents[2] / "plugins/action/gpu_node_facts.py"
-    )
-    action = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(action)
+    action = load_module("gpu_node_facts", subdir="plugins/action")
     assert action.gather_runtimes_problem(True) is None
     assert action.gather_runtimes_problem(False) is None
     for bad in ("yes", "true", 1, None):
