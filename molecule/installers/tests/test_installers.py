@@ -15,10 +15,10 @@ SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
 from tests.cri.client import CriClient, node_socket
+from tests.cri.doors import log_since, log_size
 
 testinfra_hosts = ["ansible://in-k3s", "ansible://in-rke2"]  # in-kubespray: test_kubespray.py
 SOCKET = "/run/k3s/containerd/containerd.sock"
-RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"  # NVIDIA's runtime, debug log (rancher_node.yml)
 IMAGE = "docker.io/gpunode-test/busybox:latest"
 NODES = {
     "in-k3s": {"name": "k3s", "unit": "k3s.service", "bin": "/var/lib/rancher/k3s/data/current/bin"},
@@ -75,12 +75,12 @@ def test_k3s_gets_our_template_and_rke2_detects_nvidia_itself(host, node):
 
 
 def test_a_pod_through_the_nvidia_handler_runs_via_the_installers_socket(host):
-    before = len(host.run(f"cat {RUNTIME_LOG}").stdout.splitlines())
+    before = log_size(host)  # NVIDIA's runtime's debug log (rancher_node.yml)
     with CriClient(node_socket(host.backend.get_hostname(), SOCKET)) as cri:
         assert cri.runtime_ready(), cri.status()
         sandbox, error = cri.try_pod("nvidia-pod", "nvidia", IMAGE, ["sleep", "300"])
         assert error is None, error
-        calls = host.run(f"cat {RUNTIME_LOG}").stdout.splitlines()[before:]
+        calls = log_since(host, before).splitlines()
         # each call logs its bundle directory, which ends in the sandbox's id
         assert any(sandbox in call for call in calls), f"the sandbox did not go through NVIDIA's runtime: {calls}"
         cri.remove_pod(sandbox)

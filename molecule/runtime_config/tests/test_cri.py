@@ -18,10 +18,10 @@ import pytest
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parents[1]))
 from tests.cri.client import CriClient, node_socket
+from tests.cri.doors import log_since, log_size
 
 # the docker and containerd nodes (rc-crio has tests of its own: test_crio.py, test_crio_doors.py)
 testinfra_hosts = [f"ansible://{name}" for name in ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204")]
-RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"  # NVIDIA's runtime, debug log (prepare.yml)
 IMAGE = "docker.io/gpunode-test/busybox:latest"
 PACKAGED = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "containerd" / "debian-packaged-config.toml"
 
@@ -30,10 +30,6 @@ PACKAGED = Path(__file__).resolve().parents[3] / "tests" / "fixtures" / "contain
 def cri(host):
     with CriClient(node_socket(host.backend.get_hostname())) as client:
         yield client
-
-
-def _runtime_log(host) -> list[str]:
-    return host.run(f"cat {RUNTIME_LOG}").stdout.splitlines()
 
 
 def _cri_table(config: dict) -> dict:
@@ -63,13 +59,13 @@ CGROUP_QUIRK = "cpu.weight: no such file or directory"
 
 def _pod(host, cri, name: str, handler: str) -> tuple[str, list[str]]:
     """Start a pod through the CRI; return its sandbox id and NVIDIA's runtime's debug log lines meanwhile."""
-    before = len(_runtime_log(host))
+    before = log_size(host)  # NVIDIA's runtime's debug log (prepare.yml)
     sandbox, error = cri.try_pod(name, handler, IMAGE, ["sleep", "300"])
     if host.backend.get_hostname() == "rc-forky" and error and CGROUP_QUIRK in error:
         error = None
     assert error is None, error
     assert sandbox
-    return sandbox, _runtime_log(host)[before:]
+    return sandbox, log_since(host, before).splitlines() if log_size(host) else []
 
 
 def test_a_pod_with_runtime_handler_nvidia_runs_through_the_nvidia_runtime(host, cri):

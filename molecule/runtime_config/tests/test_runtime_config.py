@@ -8,14 +8,18 @@ drives all four nodes in one run.
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.cri.doors import log_size
 
 # the docker and containerd nodes (rc-crio has tests of its own: test_crio.py, test_crio_doors.py)
 testinfra_hosts = [f"ansible://{name}" for name in ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204")]
 DAEMON_JSON = "/etc/docker/daemon.json"
 CONTAINERD_TOML = "/etc/containerd/config.toml"
 IMAGE = "gpunode-test/busybox:latest"
-RUNTIME_LOG = "/var/log/nvidia-container-runtime.log"  # NVIDIA's runtime, debug log (prepare.yml)
 
 
 def _daemon_json(host) -> dict:
@@ -38,12 +42,11 @@ def test_docker_lists_the_nvidia_runtime(host):
 
 
 def test_a_container_runs_through_the_nvidia_runtime(host):
-    before = host.run(f"wc -l < {RUNTIME_LOG}").stdout.strip() or "0"
+    before = log_size(host)  # NVIDIA's runtime's debug log (prepare.yml)
     out = host.run(f"docker run --rm --runtime nvidia --network {_network(host)} {IMAGE} echo through-nvidia")
     assert out.rc == 0, out.stderr
     assert out.stdout.strip() == "through-nvidia"
-    after = host.check_output(f"wc -l < {RUNTIME_LOG}")
-    assert int(after) > int(before), "NVIDIA's runtime was not called"
+    assert log_size(host) > before, "NVIDIA's runtime was not called"
 
 
 def test_nvidia_is_not_the_default_runtime(host):
