@@ -82,3 +82,14 @@ def test_apt_cache_is_shared_with_the_host(host):
     mounts = host.file("/proc/self/mountinfo").content_string
     assert " /var/cache/apt/archives " in mounts
     assert os.environ.get("MOLECULE_SCENARIO_NAME") == "harness"
+
+
+def test_the_nodes_python_kept_the_compiled_module_payloads(host):
+    """The TEST HARNESS compile cache (molecule/resources/bytecode_cache) is loaded by the node's python3 and
+    holds the code it compiled for the converge's module payloads."""
+    tag = host.check_output("python3 -c 'import sys; print(sys.implementation.cache_tag)'")
+    assert host.check_output("python3 -c 'import zipimport; print(zipimport._compile_source.__module__)'") == (
+        "gpunode_bytecode_cache"
+    )
+    kept = host.check_output(f"find /var/cache/gpunode-bytecode -name '{tag}-*' | wc -l")
+    assert int(kept) >= 10, f"{kept} compiled files for {tag}"
