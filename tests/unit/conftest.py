@@ -115,6 +115,18 @@ def module_runner():
     return run_module
 
 
+@pytest.fixture(scope="module", autouse=True)
+def module_payloads_compiled_once(tmp_path_factory):
+    """The playbooks these tests run against this machine (ansible-playbook, ansible-doc and the modules they start)
+    get the TEST HARNESS compile cache of molecule's nodes through tests/unit/bytecode_site/sitecustomize.py, one
+    cache for the session: each task's module compiled Ansible's module_utils again otherwise."""
+    site = [ROOT / "tests" / "unit" / "bytecode_site", ROOT / "molecule" / "resources" / "bytecode_cache"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join([*map(str, site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+        patch.setenv("GPUNODE_BYTECODE_CACHE", str(tmp_path_factory.getbasetemp() / "bytecode-cache"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def backup_root(tmp_path_factory, monkeypatch):
     """Every test's backups and lock files go to a fresh tree of its own, never the host's /var/backups."""
