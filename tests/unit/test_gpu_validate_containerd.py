@@ -18,7 +18,7 @@ from gpu_validate_containerd import (
     cri_plugins,
     crictl_facts,
 )
-from gpu_validate_containers import SYS_ADMIN_NOTE
+from gpu_validate_containers import COUNT_DEVICES, SYS_ADMIN_NOTE
 from test_gpu_validate_docker import ZERO, _with
 
 # ---- containerd -------------------------------------------------------------------------------------------
@@ -490,3 +490,33 @@ NVIDIA_DEFAULT = {
 )
 def test_containerd_sys_admin_row(p, facts, c, result, expected):
     assert containerd_sys_admin_row(params(**p), facts, c, result) == expected
+
+
+class _LosesOutputOnce(FakeNode):
+    """A node whose ctr loses the output of the first counting container (exit code 0, nothing printed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lost = False
+
+    def run(self, argv, timeout=None):
+        self.ran.append(list(argv))
+        if argv[-1] == COUNT_DEVICES and not self.lost:
+            self.lost = True
+            return (0, "", "")
+        return (0, "0\n", "") if argv[-1] == COUNT_DEVICES else (0, "", "")
+
+
+def test_a_counting_container_whose_output_ctr_lost_runs_once_more():
+    facts = GPU_NODE
+    p = params(families=["containerd", "isolation"], runtimes=["containerd"], **CIMG)
+    fake = _LosesOutputOnce()
+    rows = {r["check"]: r for r in check_containerd_isolation(p, facts, fake, CTRD)}
+    assert rows[CSA]["status"] == "ok", rows[CSA]
+    assert [argv[-1] for argv in fake.ran].count(COUNT_DEVICES) == 2
+    # output lost every time: the row still says the container did not run
+    fake = FakeNode(commands={})
+    fake.run = lambda argv, timeout=None: fake.ran.append(list(argv)) or (0, "", "")
+    rows = {r["check"]: r for r in check_containerd_isolation(p, facts, fake, CTRD)}
+    assert rows[CSA]["status"] == "fail" and "did not run" in rows[CSA]["detail"], rows[CSA]
+    assert len(fake.ran) == 2
