@@ -492,31 +492,30 @@ def test_containerd_sys_admin_row(p, facts, c, result, expected):
     assert containerd_sys_admin_row(params(**p), facts, c, result) == expected
 
 
-class _LosesOutputOnce(FakeNode):
-    """A node whose ctr loses the output of the first counting container (exit code 0, nothing printed)."""
+class _LosesOutput(FakeNode):
+    """A node whose ctr loses the output of its first `times` counting containers (exit code 0, nothing printed)."""
 
-    def __init__(self):
+    def __init__(self, times: int):
         super().__init__()
-        self.lost = False
+        self.times = times
 
     def run(self, argv, timeout=None):
         self.ran.append(list(argv))
-        if argv[-1] == COUNT_DEVICES and not self.lost:
-            self.lost = True
+        if argv[-1] != COUNT_DEVICES:
             return (0, "", "")
-        return (0, "0\n", "") if argv[-1] == COUNT_DEVICES else (0, "", "")
+        self.times -= 1
+        return (0, "", "") if self.times >= 0 else (0, "0\n", "")
 
 
 def test_a_counting_container_whose_output_ctr_lost_runs_once_more():
     facts = GPU_NODE
     p = params(families=["containerd", "isolation"], runtimes=["containerd"], **CIMG)
-    fake = _LosesOutputOnce()
+    fake = _LosesOutput(times=1)
     rows = {r["check"]: r for r in check_containerd_isolation(p, facts, fake, CTRD)}
     assert rows[CSA]["status"] == "ok", rows[CSA]
     assert [argv[-1] for argv in fake.ran].count(COUNT_DEVICES) == 2
     # output lost every time: the row still says the container did not run
-    fake = FakeNode(commands={})
-    fake.run = lambda argv, timeout=None: fake.ran.append(list(argv)) or (0, "", "")
+    fake = _LosesOutput(times=2)
     rows = {r["check"]: r for r in check_containerd_isolation(p, facts, fake, CTRD)}
     assert rows[CSA]["status"] == "fail" and "did not run" in rows[CSA]["detail"], rows[CSA]
     assert len(fake.ran) == 2
