@@ -41,7 +41,7 @@ NAME = "CDI spec"
 SPEC_SUFFIXES = (".json", ".yaml")
 # Where the loaded NVIDIA kernel module says its version: the module's own sysfs entry, then the driver's proc file
 # ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  ...", the open modules "... Open Kernel Module for
-# x86_64  580.95.05 ...").
+# x86_64  580.95.05 ..."), which is there whatever the module's name (Debian's is nvidia_current in sysfs).
 DRIVER_VERSION_FILES = ("/sys/module/nvidia/version", "/proc/driver/nvidia/version")
 _PROC_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
 _HOOK_VERSION = re.compile(r"^--host-driver-version=(\S+)$")
