@@ -12,9 +12,9 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, fuse, security, confinement, kubelet), whatever the order of O(families). The role
-    gpu_validate prints them as a table, writes the report files and fails the node on a failed check; this
-    module never fails on a check.
+    their order, isolation, doors, cdi, fuse, security, confinement, kubelet), whatever the order of O(families).
+    The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
+    this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
     NVIDIA module (the kernel the boot loader starts next), the toolkit package and C(nvidia-ctk --version),
     docker's runtimes (C(docker info)) and test containers through the nvidia runtime and docker's default
@@ -26,6 +26,9 @@ description:
     with O(containerd_test_image)), CRI-O's effective configuration
     (C(crio config)), the running CRI-O (C(crio status config), C(crictl info)) and test pods through its nvidia
     handler and its default handler with CAP_SYS_ADMIN (C(crictl run); only with O(crio_test_image)),
+    every CDI spec in the runtimes' CDI directories against the node (its device nodes and their major and minor
+    numbers against /dev, the driver version NVIDIA's spec was generated for against the loaded driver, a device name
+    that two specs claim),
     C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the
     seccomp profile under the kubelet's seccomp root, how FUSE pods can be confined (user namespaces,
     AppArmor + seccomp, seccomp only), the kubelet drop-in, the kubelet's main configuration and the
@@ -49,7 +52,7 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, fuse, security, confinement, kubelet]
+    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, fuse, security, confinement, kubelet]
     required: true
   node:
     description:
@@ -169,6 +172,20 @@ options:
         O(families) has no V(toolkit). With the toolkit (or a GPU) a runtime without the nvidia runtime fails.
     type: bool
     default: false
+  cdi_spec_dirs:
+    description:
+      - The CDI spec directories the V(cdi) family always reads, in CDI's order of precedence (a later directory's
+        device wins); the directories named by containerd's and CRI-O's C(cdi_spec_dirs), docker's
+        C(cdi-spec-dirs) in O(docker_daemon_json) and the toolkit's C(nvidia-container-runtime.modes.cdi.spec-dirs)
+        in O(toolkit_config) are read after them. The C(*.json) and C(*.yaml) files in them are the specs, as CDI
+        reads them.
+    type: list
+    elements: path
+    default: [/etc/cdi, /var/run/cdi]
+  docker_daemon_json:
+    description: docker's daemon configuration, read for C(cdi-spec-dirs).
+    type: path
+    default: /etc/docker/daemon.json
   fuse_device:
     description: The FUSE device node.
     type: path
@@ -265,6 +282,7 @@ fuse_confinement:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpu_validate_cdi import check_cdi
 from ansible.module_utils.gpu_validate_containerd import check_containerd, check_containerd_isolation, containerd_state
 from ansible.module_utils.gpu_validate_containers import device_plugin_row
 from ansible.module_utils.gpu_validate_crio import check_crio, check_crio_isolation, crio_state
@@ -283,6 +301,7 @@ FAMILIES = (
     "crio",
     "isolation",
     "doors",
+    "cdi",
     "fuse",
     "security",
     "confinement",
@@ -338,6 +357,12 @@ def run_checks(params: dict, host: Node) -> dict:
             containerd if "containerd" in params["runtimes"] else None,
             crio if "crio" in params["runtimes"] else None,
         )
+    if "cdi" in families:
+        if "containerd" in params["runtimes"]:
+            containerd = containerd or containerd_state(params, node, host)
+        if "crio" in params["runtimes"]:
+            crio = crio or crio_state(params, node, host)
+        rows += check_cdi(params, node, host, containerd, crio)
     if "fuse" in families:
         rows += check_fuse(params, node, host)
     if "security" in families:
@@ -376,6 +401,8 @@ ARGUMENT_SPEC = dict(
     toolkit_installed=dict(type="bool", default=False),
     toolkit_config=dict(type="path", default="/etc/nvidia-container-runtime/config.toml"),
     volume_mounts_allowed=dict(type="bool", default=False),
+    cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+    docker_daemon_json=dict(type="path", default="/etc/docker/daemon.json"),
     fuse_device=dict(type="path", default="/dev/fuse"),
     apparmor_os=dict(type="bool", default=True),
     apparmor_profile=dict(type="str", default="fuse"),

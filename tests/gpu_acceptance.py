@@ -18,7 +18,10 @@ Steps (each prints PASS or FAIL with what it compared):
   3. NVIDIA's `nvidia-ctk cdi generate` against the real driver, the spec checked: kind nvidia.com/gpu, one device
      per GPU by index and by UUID, an `all` device, each GPU's /dev/nvidiaN among its device nodes and present on
      the host, /dev/nvidiactl in the common edits.
-  4. Containers through NVIDIA's real nvidia-container-runtime (mode cdi, the generated spec, the toolkit role's
+  4. The doctor's "CDI spec" row (gpu_validate_checks, family cdi) on the generated spec: ok (its device nodes'
+     major and minor numbers are those in /dev, it was generated for the loaded driver); control: a copy with one
+     device node's minor number changed, in a directory of its own, fails the row (so the check above can fail).
+  5. Containers through NVIDIA's real nvidia-container-runtime (mode cdi, the generated spec, the toolkit role's
      hardened settings) and runc, root filesystem busybox-static's busybox:
      - one with a CDI GPU request (annotation cdi.k8s.io/...=nvidia.com/gpu=0) sees /dev/nvidia0 and, on a
        machine with several GPUs, not /dev/nvidia1;
@@ -213,6 +216,45 @@ def step_cdi(report, work: Path, gpus: list[dict]) -> Path:
     return spec_dir
 
 
+def step_cdi_row(report, work: Path, spec_dir: Path, facts: dict) -> None:
+    """The doctor's "CDI spec" row on the spec nvidia-ctk generated, and on a stale copy of it (the control)."""
+    import yaml
+
+    def row(directory: Path) -> dict:
+        args = {
+            "families": ["cdi"],
+            "node": facts,
+            "cdi_spec_dirs": [str(directory)],
+            # only this directory: not the machine's docker or toolkit config
+            "docker_daemon_json": str(work / "no-daemon.json"),
+            "toolkit_config": str(work / "no-config.toml"),
+            **shared_doctor_params(),
+        }
+        found = [r for r in _ansible("gpu_validate_checks", args)["checks"] if r["check"] == "CDI spec"]
+        return found[0] if found else {}
+
+    good = row(spec_dir)
+    report(
+        "doctor: CDI spec", good.get("status") == "ok", f"{good.get('status')}: {good.get('detail')} {good.get('fix')}"
+    )
+    specs = sorted(spec_dir.glob("*.yaml"))
+    spec = yaml.safe_load(specs[0].read_text()) if specs else {}
+    nodes = ((spec or {}).get("containerEdits") or {}).get("deviceNodes") or []
+    if not nodes:
+        report("doctor: CDI spec control", False, f"no device node in the common containerEdits of {specs}")
+        return
+    stale_dir = work / "cdi-stale"
+    stale_dir.mkdir()
+    nodes[0]["minor"] = int(nodes[0].get("minor") or 0) + 1
+    (stale_dir / "stale.json").write_text(json.dumps(spec))
+    stale = row(stale_dir)
+    report(
+        "doctor: CDI spec control (a stale minor number fails the row)",
+        stale.get("status") == "fail" and nodes[0]["path"] in str(stale.get("detail")),
+        f"{stale.get('status')}: {stale.get('detail')}",
+    )
+
+
 def _keep(path: Path) -> None:
     """Copy a file the check made to $GPU_ACCEPTANCE_KEEP (when set), to read after the run."""
     keep = os.environ.get("GPU_ACCEPTANCE_KEEP")
@@ -372,6 +414,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpunode-acceptance-") as tmp:
         work = Path(tmp)
         spec_dir = step_cdi(report, work, gpus)
+        try:
+            step_cdi_row(report, work, spec_dir, facts)
+        except Exception as error:
+            report("doctor: CDI spec", False, repr(error))
         try:
             step_container(report, work, spec_dir, gpus)
         except Exception as error:

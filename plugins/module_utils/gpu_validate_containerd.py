@@ -14,6 +14,7 @@ import json
 import os
 import re
 
+from ansible.module_utils.gpu_validate_cdi import cdi_spec_dirs
 from ansible.module_utils.gpu_validate_containers import (
     ALLOWED_DEFAULT_FIX,
     COUNT_DEVICES,
@@ -158,6 +159,8 @@ def containerd_state(params: dict, node: dict, host: Node) -> dict:
         "site": site,
         "image": False,
         "cri": {},
+        # cdi_spec_dirs of the CRI plugin, for the cdi family (none without a dump)
+        "cdi_spec_dirs": cdi_spec_dirs(out) if rc == 0 else [],
         # pod_annotations / container_annotations of the nvidia runtime (None: no dump)
         "passthrough": annotation_passthrough(out, params["runtime_name"]) if rc == 0 else None,
         "id": new_run_id(),

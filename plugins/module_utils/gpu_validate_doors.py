@@ -164,10 +164,10 @@ def annotation_passthrough(dump_text, runtime_name: str) -> dict:
     except TomlError:
         return {}
     entry = found.get(runtime_name) or {}
-    return {key: _string_list(entry.get(key)) for key in ("pod_annotations", "container_annotations")}
+    return {key: string_list(entry.get(key)) for key in ("pod_annotations", "container_annotations")}
 
 
-def _string_list(value) -> list:
+def string_list(value) -> list:
     """A TOML array of strings; the text of one when the node's fallback TOML reader (Python < 3.11) kept it as
     text (containerd 2.x dumps ['literal', 'strings'])."""
     if isinstance(value, list):
@@ -197,7 +197,7 @@ def _annotation_prefixes(toolkit_text) -> list:
     config, _error = _toolkit_config(toolkit_text)
     cdi = ((config.get("nvidia-container-runtime") or {}).get("modes") or {}).get("cdi") or {}
     prefixes = cdi.get("annotation-prefixes", CDI_PREFIXES_DEFAULT)
-    return _string_list(prefixes) if isinstance(prefixes, (list, str)) else list(CDI_PREFIXES_DEFAULT)
+    return string_list(prefixes) if isinstance(prefixes, (list, str)) else list(CDI_PREFIXES_DEFAULT)
 
 
 def _no_prefix_text(prefixes: list) -> str:

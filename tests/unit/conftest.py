@@ -234,7 +234,8 @@ class FakeNode:
         self.mtimes = dict(mtimes or {})
         self.found = set(which)
         self.files = dict(files or {})
-        self.devices = set(devices)
+        # device nodes: a set of paths, or {path: (major, minor)} where the numbers matter
+        self.devices = dict(devices) if isinstance(devices, dict) else {path: (0, 0) for path in devices}
         self.ran = []
 
     def run(self, argv, timeout=None):
@@ -246,7 +247,8 @@ class FakeNode:
 
     def lstat(self, path):
         if path in self.devices:
-            return os.stat_result((stat.S_IFCHR | 0o666, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+            rdev = os.makedev(*self.devices[path])
+            return os.stat_result((stat.S_IFCHR | 0o666, 0, 0, 0, 0, 0, 0, 0, 0, 0), {"st_rdev": rdev})
         if path in self.files:
             return os.stat_result((stat.S_IFREG | 0o644, 0, 0, 0, 0, 0, 0, 0, 0, 0))
         return None
@@ -258,7 +260,7 @@ class FakeNode:
         return self.mtimes.get(path)
 
     def glob(self, pattern):
-        return sorted(p for p in self.mtimes if fnmatch.fnmatch(p, pattern))
+        return sorted(p for p in {**self.mtimes, **self.files} if fnmatch.fnmatch(p, pattern))
 
     def boot_time(self):
         return 1_700_000_000.0

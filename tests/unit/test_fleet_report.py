@@ -44,6 +44,7 @@ FAILING = [
         ("docker: GPU isolation (default, CAP_SYS_ADMIN)", "docker"),
         ("containerd: CRI plugin", "containerd"),
         ("crio: nvidia runtime", "crio"),
+        ("CDI spec", "cdi"),
         ("/dev/fuse", "fuse"),
         ("FUSE confinement", "fuse"),
         ("AppArmor profile fuse", "security"),

@@ -1,6 +1,7 @@
 """What tests/gpu_acceptance.py can have tested without a GPU: its CDI spec checker on a sample of what
-nvidia-ctk 1.20 generates, its nvidia-smi parser, its own sysfs reading and its refusal on a machine without a
-GPU (the script itself runs only on a GPU machine, never in CI)."""
+nvidia-ctk 1.20 generates, its step running the doctor's "CDI spec" row (and its control) against this machine's
+/dev, its nvidia-smi parser, its own sysfs reading and its refusal on a machine without a GPU (the script itself
+runs only on a GPU machine, never in CI)."""
 
 from __future__ import annotations
 
@@ -115,3 +116,85 @@ def test_the_script_refuses_clearly_on_a_machine_without_a_gpu(tmp_path):
     assert run.returncode == acceptance.REFUSED, run
     assert "REFUSED" in run.stderr and "no NVIDIA GPU on PCI" in run.stderr, run.stderr
     assert run.stdout == ""
+
+
+# ---- step 4: the doctor's "CDI spec" row on the generated spec, and its control ---------------------------------
+
+# what nvidia-ctk writes, in small: device nodes with the numbers it read from the host (here /dev/null, 1:3 on any
+# Linux machine), the driver version in the enable-cuda-compat hook
+ROW_SPEC = """cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+    - name: "0"
+      containerEdits:
+        deviceNodes:
+            - path: /dev/null
+              major: 1
+              minor: 3
+containerEdits:
+    deviceNodes:
+        - path: /dev/null
+          major: 1
+          minor: 3
+    hooks:
+        - hookName: createContainer
+          path: /usr/bin/nvidia-cdi-hook
+          args: [nvidia-cdi-hook, enable-cuda-compat, --host-driver-version=580.95.05]
+"""
+FACTS = {"has_gpu": True, "gpu_count": 1, "driver": {"loaded": True, "version": "580.95.05"}}
+
+
+@pytest.fixture
+def doctor_in_process(monkeypatch):
+    """`ansible -m gpu_validate_checks` as the step calls it, run in this process against this machine (its /dev;
+    no NVIDIA driver here, so the loaded version is the facts')."""
+    from conftest import PARAMS, load_module
+    from gpu_validate_host import Node
+
+    checks = load_module("gpu_validate_checks")
+    calls = []
+
+    def ansible(module, args):
+        assert module == "gpu_validate_checks"
+        calls.append(args)
+        return checks.run_checks({**PARAMS, **args}, Node())
+
+    monkeypatch.setattr(acceptance, "_ansible", ansible)
+    return calls
+
+
+def _step_cdi_row(tmp_path, spec_text, facts=FACTS):
+    spec_dir = tmp_path / "cdi"
+    spec_dir.mkdir()
+    (spec_dir / "nvidia.yaml").write_text(spec_text)
+    results = []
+    acceptance.step_cdi_row(lambda name, ok, detail: results.append((name, ok, detail)), tmp_path, spec_dir, facts)
+    return results
+
+
+def test_the_cdi_row_step_passes_a_true_spec_and_its_control_fails(tmp_path, doctor_in_process):
+    results = _step_cdi_row(tmp_path, ROW_SPEC)
+    assert [(name, ok) for name, ok, _ in results] == [
+        ("doctor: CDI spec", True),
+        ("doctor: CDI spec control (a stale minor number fails the row)", True),
+    ], results
+    assert "fail: " in results[1][2] and "/dev/null is 1:3 in /dev, 1:4 in the spec" in results[1][2]
+    # the doctor read only the step's directories, never the machine's docker or toolkit config
+    assert [call["cdi_spec_dirs"] for call in doctor_in_process] == [
+        [str(tmp_path / "cdi")],
+        [str(tmp_path / "cdi-stale")],
+    ]
+    assert all(call["docker_daemon_json"].startswith(str(tmp_path)) for call in doctor_in_process)
+
+
+@pytest.mark.parametrize(
+    ("spec_text", "facts", "problem"),
+    [
+        (ROW_SPEC.replace("minor: 3", "minor: 5"), FACTS, "/dev/null is 1:3 in /dev, 1:5 in the spec"),
+        (ROW_SPEC, {**FACTS, "driver": {"loaded": True, "version": "590.48.01"}}, "but 590.48.01 is loaded"),
+        (ROW_SPEC.replace("/dev/null", "/dev/gpunode-no-such-node"), FACTS, "is missing"),
+    ],
+)
+def test_the_cdi_row_step_fails_a_spec_that_is_not_true(tmp_path, doctor_in_process, spec_text, facts, problem):
+    name, ok, detail = _step_cdi_row(tmp_path, spec_text, facts)[0]
+    assert name == "doctor: CDI spec" and not ok and problem in detail, detail

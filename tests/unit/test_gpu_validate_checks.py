@@ -24,7 +24,7 @@ checks = load_module("gpu_validate_checks")
 
 def test_rows_come_in_the_doctors_order_whatever_the_order_asked():
     fake = FakeNode(devices=["/dev/fuse"], files={DROPIN: "", ENV: WITH_CONFIG_DIR, SECCOMP: "{}"})
-    families = ["kubelet", "confinement", "fuse", "security", "toolkit", "driver"]
+    families = ["kubelet", "confinement", "fuse", "cdi", "security", "toolkit", "driver"]
     result = checks.run_checks(params(families=families, node=NO_GPU), fake)
     assert [r["check"] for r in result["checks"]] == [
         "NVIDIA driver",
@@ -32,6 +32,7 @@ def test_rows_come_in_the_doctors_order_whatever_the_order_asked():
         REBOOT,
         "nvidia-peermem",
         "container toolkit",
+        "CDI spec",
         "/dev/fuse",
         AA,
         "seccomp profile fuse",

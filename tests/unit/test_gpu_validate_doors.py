@@ -9,11 +9,11 @@ import pytest
 from conftest import FakeNode, params
 from gpu_validate_doors import (
     _path_match,
-    _string_list,
     annotation_passthrough,
     cdi_annotation_row,
     check_doors,
     crio_cdi_annotation_row,
+    string_list,
     volume_mount_row,
 )
 
@@ -114,7 +114,7 @@ def test_the_cdi_annotation_row(dump, toolkit, status, in_detail):
 )
 def test_annotation_lists_are_read_also_where_the_fallback_toml_reader_kept_the_text(value, strings):
     """Python < 3.11 on the node has no tomllib; nv-ubuntu2204 (Python 3.10, containerd 2.2) showed it."""
-    assert _string_list(value) == strings
+    assert string_list(value) == strings
 
 
 def test_the_toolkits_prefixes_are_read_also_as_text(monkeypatch):

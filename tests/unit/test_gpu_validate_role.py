@@ -95,6 +95,23 @@ echo "NVIDIA A100-SXM4-80GB, 580.95.05"
 """,
 }
 
+CDI_SPEC = """cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+    - name: "0"
+      containerEdits:
+        deviceNodes:
+            - path: /dev/nvidia0
+              hostPath: /dev/null
+              major: 1
+              minor: {minor}
+containerEdits:
+    hooks:
+        - hookName: createContainer
+          path: /usr/bin/nvidia-cdi-hook
+          args: [nvidia-cdi-hook, enable-cuda-compat, --host-driver-version=580.95.05]
+"""
+
 PLAYBOOK = """
 - name: Run the gpu_validate checks against fakes
   hosts: localhost
@@ -138,7 +155,7 @@ PLAYBOOK = """
         __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
         __gpu_validate_peermem_file: "{{ tmp }}/root-{{ scen }}/etc/modules-load.d/nvidia-peermem.conf"
       loop:
-        - [checks.yml, [driver, toolkit, docker, containerd, crio, fuse, security, kubelet]]
+        - [checks.yml, [driver, toolkit, docker, containerd, crio, cdi, fuse, security, kubelet]]
         - [report.yml, []]
       loop_control:
         loop_var: step
@@ -172,6 +189,11 @@ def node(tmp_path):
         (dkms / "nvidia.ko.zst").write_bytes(b"")
     (tmp_path / "root-good" / "etc" / "modules-load.d").mkdir(parents=True)
     (tmp_path / "root-good" / "etc" / "modules-load.d" / "nvidia-peermem.conf").write_text("nvidia-peermem\n")
+    # CDI specs (issue 38): /dev/null, 1:3 on every Linux machine, as NVIDIA's spec names its device nodes; the bad
+    # node's spec was generated when the node had another device there
+    for scen, minor in (("good", 3), ("bad", 4)):
+        (tmp_path / f"cdi-{scen}").mkdir()
+        (tmp_path / f"cdi-{scen}" / "nvidia.yaml").write_text(CDI_SPEC.format(minor=minor))
     (tmp_path / "playbook.yml").write_text(PLAYBOOK)
     return tmp_path
 
@@ -196,6 +218,8 @@ def run(tmp: Path, scen: str, has_gpu: bool, **overrides) -> tuple[subprocess.Co
         "gpu_validate_toolkit_version": "1.17.8-1",
         "gpu_validate_test_image": "busybox:latest",
         "gpu_validate_containerd_test_image": "docker.io/library/busybox:latest",
+        "gpu_validate_cdi_spec_dirs": [str(tmp / f"cdi-{scen}")],
+        "runtime_config_docker_daemon_json": str(tmp / "daemon.json"),  # none: no docker spec directories
         **overrides,
     }
     (tmp / "extra.json").write_text(json.dumps(extra))
@@ -223,7 +247,7 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
-    assert report["summary"] == {"ok": 22, "warn": 0, "fail": 0, "skipped": 0, "total": 22, "status": "ok"}
+    assert report["summary"] == {"ok": 23, "warn": 0, "fail": 0, "skipped": 0, "total": 23, "status": "ok"}
     assert checks["containerd: CRI plugin"]["detail"] == "ctr plugins ls: cri ok (the kubelet can run pods)"
     assert checks["containerd: running config"]["detail"] == (
         "containerd started after its config files were last written"
@@ -242,7 +266,10 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert checks["crio: nvidia runtime"]["status"] == "ok"
     assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
     table = (node / "report" / "validate.txt").read_text()
-    assert table.startswith("localhost: OK - 22 checks (22 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert checks["CDI spec"]["detail"] == (
+        f"device nodes as in /dev; driver 580.95.05 loaded: {node}/cdi-good/nvidia.yaml (nvidia.com/gpu, 1 devices)"
+    )
+    assert table.startswith("localhost: OK - 23 checks (23 ok, 0 warn, 0 fail, 0 skipped)\n")
     assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
     # the test containers went through the nvidia runtime, with the configured options
     log = (node / "containers.log").read_text()
@@ -269,7 +296,14 @@ def test_a_prefix_pin_matches_the_loaded_full_version(node):
 
 
 def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
-    result, report = run(node, "good", False, gpu_validate_test_image="", gpu_validate_containerd_test_image="")
+    result, report = run(
+        node,
+        "good",
+        False,
+        gpu_validate_test_image="",
+        gpu_validate_containerd_test_image="",
+        gpu_validate_cdi_spec_dirs=[str(node / "no-cdi")],
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     for name in (
@@ -288,6 +322,12 @@ def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
         assert checks[name]["detail"].startswith("no test image"), checks[name]
     # the toolkit is installed, so the runtimes must have the nvidia runtime even without a GPU
     assert checks["docker: nvidia runtime"]["status"] == "ok"
+    assert checks["CDI spec"] == {
+        "check": "CDI spec",
+        "status": "skipped",
+        "detail": f"no CDI spec in {node}/no-cdi",
+        "fix": "",
+    }
     assert report["summary"]["status"] == "ok"
     assert not (node / "containers.log").exists(), "containers ran without a test image"
 
@@ -306,7 +346,9 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
         "containerd: CRI plugin",
         "driver after next reboot",
         "nvidia-peermem",
+        "CDI spec",
     }
+    assert checks["CDI spec"]["detail"] == f"{node}/cdi-bad/nvidia.yaml: /dev/null is 1:3 in /dev, 1:4 in the spec"
     assert checks["nvidia-peermem"]["detail"] == (
         f"{node}/root-bad/etc/modules-load.d/nvidia-peermem.conf is missing: not loaded at boot"
     )
@@ -326,14 +368,14 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
     assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
     assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
     assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
-    assert "8 check(s) failed on localhost" in result.stdout + result.stderr
+    assert "9 check(s) failed on localhost" in result.stdout + result.stderr
     assert report["summary"]["status"] == "fail"
 
 
 def test_fail_on_error_false_reports_without_failing(node):
     result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["summary"]["fail"] == 6
+    assert report["summary"]["fail"] == 7
     assert yaml.safe_load(json.dumps(report)) == report
 
 

@@ -288,3 +288,73 @@ def test_runtime_config_is_included_on_rke2_and_k3s_whose_containerd_is_not_on_p
     )
     templar = Templar(loader=DataLoader(), variables=variables)
     assert templar.template(trust_as_template("{{ __nvidia_container_toolkit_register | bool }}")) is expected
+
+
+# ---- the CDI spec stays true (issue 38) ----------------------------------------------------------------------
+
+
+def _templar(**extra):
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    loaded = {**defaults, **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()), **extra}
+    variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in loaded.items()}
+    return Templar(loader=DataLoader(), variables=variables), trust_as_template
+
+
+@pytest.mark.parametrize(
+    ("spec_path", "wanted"),
+    [
+        (None, False),  # the role's default is NVIDIA's default: no drop-in
+        ("/run/cdi/nvidia.yaml", False),  # /var/run is /run
+        ("/etc/cdi/nvidia.yaml", True),
+        ("/var/run/cdi/gpus.yaml", True),
+    ],
+)
+def test_nvidia_cdi_refresh_is_pointed_at_the_roles_spec_path_only_where_it_differs(spec_path, wanted):
+    extra = {} if spec_path is None else {"nvidia_container_toolkit_cdi_spec_path": spec_path}
+    templar, trust = _templar(**extra)
+    assert templar.template(trust("{{ __nvidia_container_toolkit_cdi_refresh_dropin_wanted | bool }}")) is wanted
+
+
+def test_the_refresh_dropin_sets_the_output_path_the_service_reads():
+    import configparser
+
+    templar, trust = _templar(nvidia_container_toolkit_cdi_spec_path="/etc/cdi/nvidia.yaml", ansible_managed="managed")
+    source = ROLE / "templates" / "etc" / "systemd" / "system" / "nvidia-cdi-refresh.service.d"
+    text = templar.template(trust((source / "50-gpu-node-output.conf.j2").read_text()))
+    unit = configparser.ConfigParser(strict=False, interpolation=None)
+    unit.read_string(text)
+    # NVIDIA's unit (v1.20.0) reads the output path from this variable: Environment=NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=...
+    assert unit["Service"]["Environment"] == '"NVIDIA_CTK_CDI_OUTPUT_FILE_PATH=/etc/cdi/nvidia.yaml"'
+    assert templar.template(trust("{{ __nvidia_container_toolkit_cdi_refresh_dropin }}")).endswith(
+        "/nvidia-cdi-refresh.service.d/50-gpu-node-output.conf"
+    )
+
+
+def test_the_refresh_dropin_is_written_or_removed_and_systemd_reloaded_when_it_changed():
+    block = next(t for t in yaml.safe_load((ROLE / "tasks" / "cdi.yml").read_text()) if "block" in t)["block"]
+    dropin = next(t for t in block if t["name"].startswith("Make nvidia-cdi-refresh write the spec"))
+    assert "'nvidia-cdi-refresh.service' in __nvidia_container_toolkit_refresh_units" in dropin["when"]
+    steps = {t["name"]: t for t in dropin["block"]}
+    written = next(t for t in steps.values() if "ansible.builtin.template" in t)
+    removed = next(t for t in steps.values() if t.get("ansible.builtin.file", {}).get("state") == "absent")
+    assert written["when"] == "__nvidia_container_toolkit_cdi_refresh_dropin_wanted | bool"
+    assert removed["when"] == "not __nvidia_container_toolkit_cdi_refresh_dropin_wanted | bool"
+    enable = next(t for t in block if "ansible.builtin.systemd_service" in t)
+    assert block.index(enable) > block.index(dropin)  # the drop-in is in place before the units are (re)started
+    reload = enable["ansible.builtin.systemd_service"]["daemon_reload"]
+    assert written["register"] in reload and removed["register"] in reload
+
+
+def test_the_driver_upgrade_regenerates_the_cdi_spec_after_the_reboot_and_before_the_doctor():
+    play = yaml.safe_load((ROOT / "playbooks" / "upgrade_driver.yml").read_text())[0]
+    tasks = play["tasks"]
+    reboot = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.meta") == "flush_handlers")
+    regenerate = next(i for i, t in enumerate(tasks) if "ansible.builtin.include_role" in t)
+    assert regenerate > reboot
+    include = tasks[regenerate]["ansible.builtin.include_role"]
+    assert include == {"name": "nvidia_container_toolkit", "tasks_from": "cdi.yml"}
+    assert (ROLE / "tasks" / include["tasks_from"]).is_file()
+    assert play["post_tasks"][0]["ansible.builtin.include_role"]["name"] == "gpu_validate"  # the doctor comes after
