@@ -17,6 +17,7 @@ import containerd_toml as ct
 import containerd_versions as cv
 import pytest
 import tomlkit
+from conftest import UPSTREAM_VARIABLE, upstream_path
 from test_containerd_toml import PATH, FakeNode, removed_lines, run_action
 
 from config_merge import get_path
@@ -80,6 +81,13 @@ def assert_nvidia_not_default(read: dict) -> None:
     assert nvidia["options"]["BinaryName"] == BINARY
     assert nvidia["runtime_type"] == "io.containerd.runc.v2"
     assert get_path(read, V4_DEFAULT) == "runc"
+
+
+def test_the_upstream_directory_comes_from_the_variable_else_beside_the_project_and_never_skips(tmp_path):
+    assert upstream_path({UPSTREAM_VARIABLE: str(tmp_path)}) == tmp_path
+    assert upstream_path({}) == Path(__file__).resolve().parents[3] / "shared" / "upstream"
+    with pytest.raises(pytest.fail.Exception, match=rf"not at {tmp_path}/none: set {UPSTREAM_VARIABLE} to the dir"):
+        upstream_path({UPSTREAM_VARIABLE: str(tmp_path / "none")})
 
 
 # --------------------------------------------------------------------------- version 4 as 2.3 writes it
