@@ -15,7 +15,7 @@ import gpu_validate_logic
 import pytest
 import tomlkit
 from conftest import GPU_NODE, FakeNode, params, row
-from gpu_validate_containerd import config_versions, containerd_state, containerd_versions_row
+from gpu_validate_containerd import config_versions, containerd_state, containerd_versions_row, cri_plugins
 from gpu_validate_host import Node
 
 ROOT = "/etc/containerd/config.toml"
@@ -165,3 +165,22 @@ def test_the_rows_read_containerd_2_3s_dump(containerd, upstream_dir, tmp_path, 
     assert (state["runtimes"], state["default"]) == (["nvidia", "runc"], "runc")
     assert state["default_entry"] == {"runtime_type": "io.containerd.runc.v2", "binary": ""}
     assert gpu_validate_logic.runtime_config(out)["parsed"] is True
+
+
+# The real `ctr plugins ls` of containerd 2.3.4 (../shared/upstream, a daemon started once on the build machine with
+# its root, state and sockets in a temporary directory, NRI off; the stderr line of cgroup v1's deprecation dropped).
+PLUGINS_2_3 = (Path(__file__).resolve().parents[1] / "fixtures" / "containerd" / "ctr-plugins-ls-2.3.4.txt").read_text()
+
+
+def test_the_cri_row_reads_containerd_2_3s_plugin_list():
+    assert cri_plugins((0, PLUGINS_2_3, "")) == {"cri": "ok"}
+    runtime_failed = PLUGINS_2_3.replace(
+        "io.containerd.cri.v1                      runtime                  linux/amd64    ok",
+        "io.containerd.cri.v1                      runtime                  linux/amd64    error",
+    )
+    assert runtime_failed != PLUGINS_2_3
+    assert cri_plugins((0, runtime_failed, "")) == {"cri": "error", "cri_detail": "io.containerd.cri.v1/runtime=error"}
+    cri = ("io.containerd.cri.v1 ", "io.containerd.grpc.v1                     cri ")
+    without = "\n".join(line for line in PLUGINS_2_3.splitlines() if not line.startswith(cri))
+    assert len(without.splitlines()) == len(PLUGINS_2_3.splitlines()) - 3
+    assert cri_plugins((0, without, "")) == {"cri": "error", "cri_detail": "no CRI plugin listed"}
