@@ -317,3 +317,19 @@ def test_the_action_says_what_to_do_when_containerd_refuses_a_dropin_above_its_r
     assert REFUSAL in result["msg"]
     assert "set that drop-in's version (and its table names) to version 2" in result["msg"], result["msg"]
     assert "NVIDIA/aicr#1688" in result["msg"]
+
+
+def test_our_dropin_found_above_its_roots_version_is_rewritten_at_the_roots(containerd, tmp_path):
+    """A drop-in at our path with version 4 over a version 2 root (as NVIDIA's toolkit <= 1.19.1 left
+    conf.d/99-nvidia.toml): the plan renders it again at version 2, which containerd 2.3 accepts."""
+    root, dropin = tmp_path / "config.toml", tmp_path / "conf.d" / "99-nvidia.toml"
+    root_plan, first = ct.plan_dropin(V2_KEPT, str(root), None, str(dropin), ct.Request(runtime=NVIDIA), 4)
+    write(root, root_plan.after)
+    stale = first.after.replace("version = 2", "version = 4", 1)
+    assert stale != first.after
+    write(dropin, stale)
+    assert "higher than root config version 2" in dump(containerd, root).stderr
+    _root, again = ct.plan_dropin(root_plan.after, str(root), stale, str(dropin), ct.Request(runtime=NVIDIA), 4)
+    assert again.changed and tomlkit.parse(again.after)["version"] == 2
+    write(dropin, again.after)
+    assert_nvidia_not_default(reading(containerd, root))
