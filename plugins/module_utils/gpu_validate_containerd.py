@@ -86,8 +86,9 @@ def agent_managed(installer: dict) -> bool:
     return ((installer or {}).get("containerd") or {}).get("config_regenerated") == "agent start"
 
 
-def containerd_site(node: dict, host: Node) -> dict:
-    """Where this node's containerd is and how to reach it: the installer's (RKE2/k3s) or the system's."""
+def containerd_site(node: dict, host: Node, config: str = CONTAINERD_CONFIG) -> dict:
+    """Where this node's containerd is and how to reach it: the installer's (RKE2/k3s) or the system's (whose root
+    config file is ``config``)."""
     installer = node.get("installer") or {}
     name = installer.get("name") or "unknown"
     agent_containerd = installer.get("containerd") or {}
@@ -123,7 +124,7 @@ def containerd_site(node: dict, host: Node) -> dict:
     facts = (node.get("runtimes") or {}).get("containerd") or {}
     site = {
         "installer": name,
-        "config": CONTAINERD_CONFIG,
+        "config": config,
         "dump": [facts.get("binary") or "containerd", "config", "dump"],
         "ctr": ["ctr"],
         "crictl": ["crictl", "--runtime-endpoint", CONTAINERD_SOCKET] if host.which("crictl", []) else None,
@@ -173,7 +174,7 @@ def config_versions(root: str, host: Node) -> dict:
 def containerd_state(params: dict, node: dict, host: Node) -> dict:
     """What containerd reports: its configuration dump, the running daemon (CRI plugin, start time against the
     config files' mtime, crictl) and whether the test image is there."""
-    site = containerd_site(node, host)
+    site = containerd_site(node, host, params.get("containerd_config") or CONTAINERD_CONFIG)
     running = site["running"]
     rc, out, err = host.run(site["dump"])
     config = runtime_config(out)
