@@ -47,14 +47,14 @@ def test_a_dropin_above_its_roots_version_fails_and_says_what_containerd_2_3_doe
         " refuses to start (drop-in config version 4 higher than root config version 2)",
         f"Write version = 2 in {CONFD}/99-nvidia.toml with version 2's table names (or migrate {ROOT} with containerd"
         " config migrate), then restart containerd; NVIDIA's toolkit <= 1.19.1 wrote such drop-ins from config"
-        " dump's version (NVIDIA/aicr#1688). Upgrade it, or let site.yml --tags runtime write the runtime (its"
-        " drop-in takes the root file's version)",
+        " dump's version (NVIDIA/aicr#1688). Upgrade the toolkit, or let site.yml --tags runtime write the runtime"
+        " (its drop-in takes the root file's version)",
     )
     older = _row(files, "2.2.7")
     assert older["status"] == "fail"
     assert older["detail"].endswith(
-        "containerd 2.3 refuses to start with it, and older releases read the root file's tables as version 4"
-        " (containerd commit 21248d00)"
+        "containerd 2.3 refuses to start with it; 2.0 to 2.2 merge the files as version 4 and leave the root"
+        " file's tables unmigrated (the reason given in containerd commit 21248d00)"
     )
     # the mutation undone: the drop-in at the root's version
     files[f"{CONFD}/99-nvidia.toml"] = V4_DROPIN.replace("version = 4", "version = 2")
