@@ -22,8 +22,10 @@ description:
     device-list strategy, the runtimes' defaults and the toolkit's config as the facts read them), containerd's
     effective configuration
     (C(containerd config dump)), its CRI plugin (C(ctr plugins ls), C(crictl info)), whether it started after its
-    config files were written, and test containers through the nvidia binary and CRI's default runtime (only
-    with O(containerd_test_image)), CRI-O's effective configuration
+    config files were written, whether a file its config imports (a drop-in) carries a higher config version on
+    disk than the root file (containerd 2.3 refuses to start then; the files, not C(config dump), which prints
+    version 4 for every file on 2.3), and test containers through the nvidia binary and CRI's default runtime
+    (only with O(containerd_test_image)), CRI-O's effective configuration
     (C(crio config)), the running CRI-O (C(crio status config), C(crictl info)) and test pods through its nvidia
     handler and its default handler with CAP_SYS_ADMIN (C(crictl run); only with O(crio_test_image)),
     every CDI spec in the runtimes' CDI directories against the node (its device nodes and their major and minor
@@ -137,6 +139,12 @@ options:
     type: list
     elements: str
     default: []
+  containerd_config:
+    description:
+      - "The system containerd's root config file, whose config version and imported files (drop-ins, on disk) the
+        row C(containerd: drop-in versions) compares. RKE2/k3s nodes use the installer's generated config instead."
+    type: path
+    default: /etc/containerd/config.toml
   crio_test_image:
     description:
       - An image present in CRI-O's image store (never pulled) with sh, ls and wc; empty skips CRI-O's test pods.
@@ -395,6 +403,7 @@ ARGUMENT_SPEC = dict(
     containerd_test_image=dict(type="str", default=""),
     containerd_namespace=dict(type="str", default="default"),
     containerd_run_options=dict(type="list", elements="str", default=[]),
+    containerd_config=dict(type="path", default="/etc/containerd/config.toml"),
     crio_test_image=dict(type="str", default=""),
     runtime_binary=dict(type="path", required=True),
     nvidia_default_allowed=dict(type="bool", default=False),

@@ -150,6 +150,7 @@ PLAYBOOK = """
         __gpu_validate_families: "{{ step[1] }}"
         __gpu_validate_platform: "{{ lookup('ansible.builtin.file', role_dir ~ '/vars/Debian.yml') | from_yaml }}"
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
+        __gpu_validate_containerd_config: "{{ tmp }}/root-{{ scen }}/etc/containerd/config.toml"
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
         __gpu_validate_fuse_device: "{{ fuse_device }}"
         __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
@@ -194,6 +195,12 @@ def node(tmp_path):
     for scen, minor in (("good", 3), ("bad", 4)):
         (tmp_path / f"cdi-{scen}").mkdir()
         (tmp_path / f"cdi-{scen}" / "nvidia.yaml").write_text(CDI_SPEC.format(minor=minor))
+    # containerd's root config and a drop-in; on the bad node the drop-in is above the root's version (aicr#1688)
+    for scen, dropin_version in (("good", 2), ("bad", 4)):
+        etc = tmp_path / f"root-{scen}" / "etc" / "containerd"
+        (etc / "conf.d").mkdir(parents=True)
+        (etc / "config.toml").write_text(f"version = 2\nimports = ['{etc}/conf.d/*.toml']\n")
+        (etc / "conf.d" / "99-nvidia.toml").write_text(f"version = {dropin_version}\n")
     (tmp_path / "playbook.yml").write_text(PLAYBOOK)
     return tmp_path
 
@@ -247,7 +254,10 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
-    assert report["summary"] == {"ok": 23, "warn": 0, "fail": 0, "skipped": 0, "total": 23, "status": "ok"}
+    assert report["summary"] == {"ok": 24, "warn": 0, "fail": 0, "skipped": 0, "total": 24, "status": "ok"}
+    assert checks["containerd: drop-in versions"]["detail"] == (
+        f"{node}/root-good/etc/containerd/config.toml: version 2; its 1 imported file(s) are not above it (on disk)"
+    )
     assert checks["containerd: CRI plugin"]["detail"] == "ctr plugins ls: cri ok (the kubelet can run pods)"
     assert checks["containerd: running config"]["detail"] == (
         "containerd started after its config files were last written"
@@ -269,7 +279,7 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert checks["CDI spec"]["detail"] == (
         f"device nodes as in /dev; driver 580.95.05 loaded: {node}/cdi-good/nvidia.yaml (nvidia.com/gpu, 1 devices)"
     )
-    assert table.startswith("localhost: OK - 23 checks (23 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert table.startswith("localhost: OK - 24 checks (24 ok, 0 warn, 0 fail, 0 skipped)\n")
     assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
     # the test containers went through the nvidia runtime, with the configured options
     log = (node / "containers.log").read_text()
@@ -347,8 +357,12 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
         "driver after next reboot",
         "nvidia-peermem",
         "CDI spec",
+        "containerd: drop-in versions",
     }
     assert checks["CDI spec"]["detail"] == f"{node}/cdi-bad/nvidia.yaml: /dev/null is 1:3 in /dev, 1:4 in the spec"
+    assert checks["containerd: drop-in versions"]["detail"].startswith(
+        f"{node}/root-bad/etc/containerd/conf.d/99-nvidia.toml has config version 4 on disk, above 2 of"
+    )
     assert checks["nvidia-peermem"]["detail"] == (
         f"{node}/root-bad/etc/modules-load.d/nvidia-peermem.conf is missing: not loaded at boot"
     )
@@ -368,14 +382,14 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
     assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
     assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
     assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
-    assert "9 check(s) failed on localhost" in result.stdout + result.stderr
+    assert "10 check(s) failed on localhost" in result.stdout + result.stderr
     assert report["summary"]["status"] == "fail"
 
 
 def test_fail_on_error_false_reports_without_failing(node):
     result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["summary"]["fail"] == 7
+    assert report["summary"]["fail"] == 8
     assert yaml.safe_load(json.dumps(report)) == report
 
 
