@@ -181,9 +181,10 @@ def test_the_users_kubeconfig_and_kubectl_win():
 # ---- the play's cordon, drain, wait and uncordon, with the stand-in kubectl -----------------------------------
 
 
-def play_of_the_kubectl_steps(tmp: Path) -> Path:
+def play_of_the_kubectl_steps(tmp: Path, facts_root: Path | None = None) -> Path:
     """upgrade_driver.yml's play with its own vars and every task of it except the roles (facts, driver, CDI, doctor:
-    covered by their own tests; the driver's reboot cannot happen here)."""
+    covered by their own tests; the driver's reboot cannot happen here). With ``facts_root``, the play's gpu_node_facts
+    task reads the control-plane host below that tree (the module's `root` option)."""
     play = yaml.safe_load(PLAYBOOK.read_text())[0]
     assert play["vars_files"] == ["../roles/gpu_node_facts/vars/main.yml"]
 
@@ -193,6 +194,8 @@ def play_of_the_kubectl_steps(tmp: Path) -> Path:
             if "ansible.builtin.include_role" in task or "ansible.builtin.meta" in task:
                 continue
             task = dict(task)
+            if facts_root and "gpu_node_facts" in task:
+                task["gpu_node_facts"] = {**task["gpu_node_facts"], "root": str(facts_root)}
             if "ansible.builtin.include_tasks" in task:
                 task["ansible.builtin.include_tasks"] = str(PLAYBOOK.parent / task["ansible.builtin.include_tasks"])
             out.append(task)
@@ -221,12 +224,12 @@ def play_of_the_kubectl_steps(tmp: Path) -> Path:
     return path
 
 
-def upgrade(tmp: Path, steps: list, **settings):
+def upgrade(tmp: Path, steps: list, facts_root: Path | None = None, **settings):
     cluster = tmp / "cluster.json"
     cluster.write_text(json.dumps({"node": NODE, "unschedulable": False, "steps": steps, "served": 0, "calls": []}))
     extra = {
         "upgrade_driver_kubectl": str(KUBECTL),
-        "upgrade_driver_kubeconfig": str(cluster),  # the stand-in's state
+        **({} if facts_root else {"upgrade_driver_kubeconfig": str(cluster)}),  # the stand-in's state
         "upgrade_driver_node_name": NODE,
         "nvidia_driver_force": True,
         "upgrade_driver_gpu_count": 2,
@@ -234,7 +237,9 @@ def upgrade(tmp: Path, steps: list, **settings):
         "upgrade_driver_ready_timeout": 20,
         **settings,
     }
-    run = run_local_playbook(play_of_the_kubectl_steps(tmp), "-i", str(tmp / "inventory.ini"), "-e", json.dumps(extra))
+    run = run_local_playbook(
+        play_of_the_kubectl_steps(tmp, facts_root), "-i", str(tmp / "inventory.ini"), "-e", json.dumps(extra)
+    )
     return run, json.loads(cluster.read_text())
 
 
@@ -294,3 +299,19 @@ def test_a_bad_wait_setting_stops_the_play_before_the_node_is_cordoned(tmp_path)
     assert run.returncode == 2
     assert "upgrade_driver_gpu_api: 'nvidia'; write device_plugin" in run.stdout
     assert cluster["calls"] == []
+
+
+@pytest.mark.parametrize(
+    ("installer", "kubeconfig"), [("rke2", "/etc/rancher/rke2/rke2.yaml"), ("k3s", "/etc/rancher/k3s/k3s.yaml")]
+)
+def test_without_a_kubeconfig_the_play_takes_the_control_plane_installers(tmp_path, monkeypatch, installer, kubeconfig):
+    # the control-plane host laid out by the installer (its binary where the installer puts it), read by gpu_node_facts
+    root = tmp_path / "control-plane"
+    (root / "usr" / "local" / "bin").mkdir(parents=True)
+    (root / "usr" / "local" / "bin" / installer).write_text("#!/bin/sh\n")
+    (root / "usr" / "local" / "bin" / installer).chmod(0o755)
+    monkeypatch.setenv("KUBECTL_STANDIN_STATE", str(tmp_path / "cluster.json"))
+    run, cluster = upgrade(tmp_path, [{"node": GPUS}], facts_root=root)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert {call["kubeconfig"] for call in cluster["calls"]} == {kubeconfig}
+    assert verbs(cluster["calls"])[-1] == "uncordon"
