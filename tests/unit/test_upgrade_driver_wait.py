@@ -263,6 +263,8 @@ def test_the_rollout_stops_with_the_node_cordoned_when_its_gpus_never_come_back(
     )
     assert run.returncode == 2, run.stdout + run.stderr
     assert "uncordon" not in verbs(cluster["calls"])
+    # it looked for the whole timeout: every 1 s for 3 s, the first look included
+    assert verbs(cluster["calls"]).count("get node") == 1 + 4
     assert verbs(cluster["calls"])[-1] == "cordon" and cluster["unschedulable"] is True
     out = " ".join(run.stdout.split())
     assert (
