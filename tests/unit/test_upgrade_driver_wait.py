@@ -1,0 +1,321 @@
+"""playbooks/upgrade_driver.yml waits, after the reboot and the doctor, until the node is Ready and its GPUs are
+allocatable again (issue 38 item 3): the filters of plugins/filter/rollout.py, and the play's own cordon, drain, wait
+and uncordon tasks run by ansible-playbook against this machine with the TEST STAND-IN kubectl
+(tests/fixtures/kubectl-standin/kubectl) replaying a node's status."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from conftest import ROOT, load_module, run_local_playbook
+
+rollout = load_module("rollout", subdir="plugins/filter")
+PLAYBOOK = ROOT / "playbooks" / "upgrade_driver.yml"
+SHARED = ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"
+KUBECTL = ROOT / "tests" / "fixtures" / "kubectl-standin" / "kubectl"
+NODE = "gpu-a100-01"
+
+
+def node(ready="True", reason="KubeletReady", allocatable=None):
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": NODE},
+        "status": {
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": ready, "reason": reason, "message": f"kubelet says {reason}"},
+            ],
+            "allocatable": {"cpu": "64", "memory": "515000Mi", "pods": "110", **(allocatable or {})},
+        },
+    }
+
+
+def resource_slice(node_name=NODE, driver="gpu.nvidia.com", devices=2):
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-{driver}-x"},
+        "spec": {
+            "driver": driver,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}}} for i in range(devices)],
+        },
+    }
+
+
+def answer(node_obj, slices=None, rc=0):
+    return {"rc": rc, "stdout": json.dumps({"node": node_obj, "slices": slices}), "stderr": ""}
+
+
+NOT_READY = node("False", "KubeletNotReady")
+NO_GPUS = node()
+GPUS = node(allocatable={"nvidia.com/gpu": "2"})
+
+
+# ---- the filters ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("result", "back", "missing", "fix"),
+    [
+        (answer(NOT_READY), False, "the node is not Ready (Ready=False: KubeletNotReady: kubelet says", "kubelet"),
+        (answer(NO_GPUS), False, "nvidia.com/gpu is not in its status.allocatable", "device plugin's pod on"),
+        (answer(node(allocatable={"nvidia.com/gpu": "1"})), False, "nvidia.com/gpu allocatable is 1, 2 wanted", ""),
+        (answer(node(allocatable={"nvidia.com/gpu": "0"})), False, "allocatable is 0, 2 wanted", ""),
+        (answer(GPUS), True, "", ""),
+        (answer(node(allocatable={"nvidia.com/gpu": "16"})), True, "", ""),  # time-slicing replicas
+        (
+            {"rc": 1, "stdout": "", "stderr": "The connection to the server was refused\n"},
+            False,
+            "kubectl could not read node gpu-a100-01: The connection to the server was refused",
+            "kubeconfig",
+        ),
+        ({"rc": 0, "stdout": '{"node": ', "stderr": ""}, False, "kubectl could not read node", "kubeconfig"),
+    ],
+)
+def test_the_device_plugin_node_is_back_when_ready_with_its_gpus(result, back, missing, fix):
+    state = rollout.gpu_rollout_node_gpus(result, NODE, "device_plugin", "nvidia.com/gpu", "gpu.nvidia.com", 2)
+    assert state["back"] is back
+    assert missing in state["missing"] and (state["missing"] == "") is back
+    assert fix in state["fix"]
+
+
+def test_a_node_neither_ready_nor_with_gpus_names_both_and_the_kubelet_first():
+    state = rollout.gpu_rollout_node_gpus(answer(node("Unknown", "NodeStatusUnknown")), NODE, count=1)
+    assert state["missing"] == (
+        "the node is not Ready (Ready=Unknown: NodeStatusUnknown: kubelet says NodeStatusUnknown); "
+        "nvidia.com/gpu is not in its status.allocatable"
+    )
+    assert "journalctl -u kubelet" in state["fix"]
+
+
+def test_dra_counts_the_devices_of_the_gpu_drivers_slices_for_this_node_only():
+    others = [resource_slice("gpu-a100-02"), resource_slice(driver="compute-domain.nvidia.com")]
+    dra = {"items": others}
+    state = rollout.gpu_rollout_node_gpus(answer(GPUS, dra), NODE, "dra", count=1)
+    assert not state["back"]
+    assert state["missing"] == "no ResourceSlice of the DRA driver gpu.nvidia.com names the node"
+    assert "DRA driver's kubelet plugin pod on gpu-a100-01" in state["fix"]
+    dra = {"items": [*others, resource_slice(devices=1)]}
+    state = rollout.gpu_rollout_node_gpus(answer(NO_GPUS, dra), NODE, "dra", count=2)
+    assert state["missing"] == "the ResourceSlices of gpu.nvidia.com list 1 devices, 2 wanted"
+    dra = {"items": [*others, resource_slice(devices=1), resource_slice(devices=1)]}
+    assert rollout.gpu_rollout_node_gpus(answer(NO_GPUS, dra), NODE, "dra", count=2)["back"]
+    assert not rollout.gpu_rollout_node_gpus(answer(NOT_READY, dra), NODE, "dra", count=2)["back"]
+
+
+def test_none_or_no_gpus_asks_for_ready_only():
+    assert rollout.gpu_rollout_node_gpus(answer(NO_GPUS), NODE, "none", count=2)["back"]
+    assert rollout.gpu_rollout_node_gpus(answer(NO_GPUS), NODE, "device_plugin", count=0)["back"]
+    assert not rollout.gpu_rollout_node_gpus(answer(NOT_READY), NODE, "none", count=0)["back"]
+
+
+def test_the_wait_settings():
+    assert rollout.gpu_rollout_wait("device_plugin", 600, 10, 8) == {
+        "api": "device_plugin",
+        "timeout": 600,
+        "delay": 10,
+        "retries": 60,
+        "count": 8,
+    }
+    assert rollout.gpu_rollout_wait("dra", "65s", "10", "0")["retries"] == 7
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("nvidia", 600, 10, 1), r"upgrade_driver_gpu_api: 'nvidia'; write device_plugin"),
+        (("dra", "10m", 10, 1), r"upgrade_driver_ready_timeout: '10m' is no number of seconds"),
+        (
+            ("dra", 5, 10, 1),
+            r"upgrade_driver_ready_timeout: 5 is no number of seconds; write a whole number of at "
+            r"least 10",
+        ),
+        (("dra", 600, 0, 1), r"upgrade_driver_ready_delay: 0"),
+        (("dra", 600, 10, -1), r"upgrade_driver_gpu_count: -1; write the number of GPUs"),
+        (("dra", 600, 10, True), r"upgrade_driver_gpu_count: True"),
+    ],
+)
+def test_bad_wait_settings_are_refused_naming_the_variable(args, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        rollout.gpu_rollout_wait(*args)
+
+
+ADMIN = yaml.safe_load(SHARED.read_text())["__gpu_node_facts_cluster_admin"]
+
+
+@pytest.mark.parametrize(
+    ("installer", "argv"),
+    [
+        ("kubeadm", ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]),
+        ("kubespray", ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]),
+        ("rke2", ["/var/lib/rancher/rke2/bin/kubectl", "--kubeconfig", "/etc/rancher/rke2/rke2.yaml"]),
+        ("k3s", ["kubectl", "--kubeconfig", "/etc/rancher/k3s/k3s.yaml"]),
+        ("unknown", ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]),
+        ("", ["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"]),  # no facts of the control-plane host
+    ],
+)
+def test_the_kubeconfig_comes_from_the_control_plane_hosts_installer(installer, argv):
+    assert rollout.gpu_rollout_kubectl(installer, ADMIN) == argv
+
+
+def test_the_users_kubeconfig_and_kubectl_win():
+    assert rollout.gpu_rollout_kubectl("rke2", ADMIN, "/root/.kube/config") == [
+        "/var/lib/rancher/rke2/bin/kubectl",
+        "--kubeconfig",
+        "/root/.kube/config",
+    ]
+    assert rollout.gpu_rollout_kubectl("k3s", ADMIN, None, "/opt/bin/kubectl") == [
+        "/opt/bin/kubectl",
+        "--kubeconfig",
+        "/etc/rancher/k3s/k3s.yaml",
+    ]
+
+
+# ---- the play's cordon, drain, wait and uncordon, with the stand-in kubectl -----------------------------------
+
+
+def play_of_the_kubectl_steps(tmp: Path, facts_root: Path | None = None) -> Path:
+    """upgrade_driver.yml's play with its own vars and every task of it except the roles (facts, driver, CDI, doctor:
+    covered by their own tests; the driver's reboot cannot happen here). With ``facts_root``, the play's gpu_node_facts
+    task reads the control-plane host below that tree (the module's `root` option)."""
+    play = yaml.safe_load(PLAYBOOK.read_text())[0]
+    assert play["vars_files"] == ["../roles/gpu_node_facts/vars/main.yml"]
+
+    def kept(tasks):
+        out = []
+        for task in tasks:
+            if "ansible.builtin.include_role" in task or "ansible.builtin.meta" in task:
+                continue
+            task = dict(task)
+            if facts_root and "gpu_node_facts" in task:
+                task["gpu_node_facts"] = {**task["gpu_node_facts"], "root": str(facts_root)}
+            if "ansible.builtin.include_tasks" in task:
+                task["ansible.builtin.include_tasks"] = str(PLAYBOOK.parent / task["ansible.builtin.include_tasks"])
+            out.append(task)
+        return out
+
+    test_play = {
+        "name": play["name"],
+        "hosts": play["hosts"],
+        "gather_facts": False,
+        "max_fail_percentage": play["max_fail_percentage"],
+        "vars_files": [str(SHARED)],
+        "vars": play["vars"],
+        "pre_tasks": kept(play["pre_tasks"]),
+        "tasks": kept(play.get("tasks", [])),
+        "post_tasks": kept(play["post_tasks"]),
+    }
+    names = [t["name"] for t in test_play["post_tasks"]]
+    assert names.index(
+        "Wait until the node is Ready and its GPUs are allocatable again (else stop, the node cordoned)"
+    ) < names.index("Uncordon the node (unless it was cordoned before the upgrade)")
+    path = tmp / "upgrade_kubectl_steps.yml"
+    path.write_text(yaml.safe_dump([test_play], sort_keys=False))
+    (tmp / "inventory.ini").write_text(
+        "[gpu_nodes]\nlocalhost ansible_connection=local\n[kube_control_plane]\nlocalhost\n"
+    )
+    return path
+
+
+def upgrade(tmp: Path, steps: list, facts_root: Path | None = None, **settings):
+    cluster = tmp / "cluster.json"
+    cluster.write_text(json.dumps({"node": NODE, "unschedulable": False, "steps": steps, "served": 0, "calls": []}))
+    extra = {
+        "upgrade_driver_kubectl": str(KUBECTL),
+        **({} if facts_root else {"upgrade_driver_kubeconfig": str(cluster)}),  # the stand-in's state
+        "upgrade_driver_node_name": NODE,
+        "nvidia_driver_force": True,
+        "upgrade_driver_gpu_count": 2,
+        "upgrade_driver_ready_delay": 1,
+        "upgrade_driver_ready_timeout": 20,
+        **settings,
+    }
+    run = run_local_playbook(
+        play_of_the_kubectl_steps(tmp, facts_root), "-i", str(tmp / "inventory.ini"), "-e", json.dumps(extra)
+    )
+    return run, json.loads(cluster.read_text())
+
+
+def verbs(calls):
+    return [" ".join(call["args"][:2]) if call["args"][0] == "get" else call["args"][0] for call in calls]
+
+
+def test_the_play_holds_the_node_cordoned_until_its_gpus_are_allocatable(tmp_path):
+    run, cluster = upgrade(tmp_path, [{"node": NOT_READY}, {"node": NO_GPUS}, {"node": GPUS}])
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert verbs(cluster["calls"]) == ["get node", "cordon", "drain", "get node", "get node", "get node", "uncordon"]
+    uncordon = cluster["calls"][-1]
+    assert uncordon["served"] == 3  # after the step with nvidia.com/gpu: 2 was served, not before
+    assert cluster["unschedulable"] is False
+
+
+def test_the_rollout_stops_with_the_node_cordoned_when_its_gpus_never_come_back(tmp_path):
+    # someone uncordons the node while it waits: it is cordoned again before the play stops
+    run, cluster = upgrade(
+        tmp_path, [{"node": NOT_READY}, {"node": NO_GPUS, "uncordoned": True}], upgrade_driver_ready_timeout=3
+    )
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "uncordon" not in verbs(cluster["calls"])
+    # it looked for the whole timeout: every 1 s for 3 s, the first look included
+    assert verbs(cluster["calls"]).count("get node") == 1 + 4
+    assert verbs(cluster["calls"])[-1] == "cordon" and cluster["unschedulable"] is True
+    out = " ".join(run.stdout.split())
+    assert (
+        "Node gpu-a100-01 did not come back within 3s after its driver upgrade: nvidia.com/gpu is not in its "
+        "status.allocatable. It stays cordoned and the rollout stops here"
+    ) in out
+    assert "Fix: look at the NVIDIA device plugin's pod on gpu-a100-01" in out
+    assert "then kubectl uncordon gpu-a100-01" in out
+
+
+def test_with_dra_the_play_waits_for_the_gpu_drivers_resource_slices(tmp_path):
+    others = [resource_slice("gpu-a100-02"), resource_slice(driver="compute-domain.nvidia.com")]
+    steps = [{"node": NO_GPUS, "slices": others}, {"node": NO_GPUS, "slices": [*others, resource_slice()]}]
+    run, cluster = upgrade(tmp_path, steps, upgrade_driver_gpu_api="dra")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert verbs(cluster["calls"]) == [
+        "get node",
+        "cordon",
+        "drain",
+        "get node",
+        "get resourceslices.v1.resource.k8s.io",
+        "get node",
+        "get resourceslices.v1.resource.k8s.io",
+        "uncordon",
+    ]
+    assert cluster["calls"][4]["args"][-2:] == [
+        "--field-selector",
+        "spec.nodeName=gpu-a100-01,spec.driver=gpu.nvidia.com",
+    ]
+
+
+def test_a_bad_wait_setting_stops_the_play_before_the_node_is_cordoned(tmp_path):
+    run, cluster = upgrade(tmp_path, [{"node": GPUS}], upgrade_driver_gpu_api="nvidia")
+    assert run.returncode == 2
+    assert "upgrade_driver_gpu_api: 'nvidia'; write device_plugin" in run.stdout
+    assert cluster["calls"] == []
+
+
+@pytest.mark.parametrize(
+    # one installer is enough here (a playbook run each); the table's every row: the filter tests above
+    ("installer", "kubeconfig"),
+    [("rke2", "/etc/rancher/rke2/rke2.yaml")],
+)
+def test_without_a_kubeconfig_the_play_takes_the_control_plane_installers(tmp_path, monkeypatch, installer, kubeconfig):
+    # the control-plane host laid out by the installer (its binary where the installer puts it), read by gpu_node_facts
+    root = tmp_path / "control-plane"
+    (root / "usr" / "local" / "bin").mkdir(parents=True)
+    (root / "usr" / "local" / "bin" / installer).write_text("#!/bin/sh\n")
+    (root / "usr" / "local" / "bin" / installer).chmod(0o755)
+    monkeypatch.setenv("KUBECTL_STANDIN_STATE", str(tmp_path / "cluster.json"))
+    run, cluster = upgrade(tmp_path, [{"node": GPUS}], facts_root=root)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert {call["kubeconfig"] for call in cluster["calls"]} == {kubeconfig}
+    assert verbs(cluster["calls"])[-1] == "uncordon"
