@@ -37,7 +37,9 @@ source_text=$(sed -n 's/^demo_toolkit_source_text: "\(.*\)"$/\1/p' inventories/l
 note "NVIDIA's container toolkit: $source_text"
 note "provisioning it with site.yml"
 rc=0
-ansible-playbook -i inventories/local site.yml "$@" || rc=$?
+# the inventory file, not its folder: the doctor writes its fleet report (gpu-fleet-report.*) beside it, which
+# ansible would otherwise try to parse as an inventory on the next run
+ansible-playbook -i inventories/local/hosts.yml site.yml "$@" || rc=$?
 
 # The summary a newcomer reads: the doctor's table as the node has it, where
 # the reports are, what to try next, how to remove the node, and what is a

@@ -81,7 +81,8 @@ apt_install() {
 
 ensure_venv() {
   local want have
-  want=$(sha256sum "$ROOT/requirements.txt" | cut -c1-16)
+  # the test stack (requirements-test.txt, which includes requirements.txt): the demo and the tests use it
+  want=$(cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" | sha256sum | cut -c1-16)
   have=$(cat "$VENV/.requirements-hash" 2>/dev/null || true)
   if [ "$want" = "$have" ] && [ -x "$VENV/bin/python" ]; then
     return 0
@@ -90,10 +91,10 @@ ensure_venv() {
   if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
     apt_install python3-venv || die "python3 cannot create virtual environments: install python3-venv (as root: apt-get install python3-venv)."
   fi
-  note "creating the Python environment in .venv (requirements.txt)"
+  note "creating the Python environment in .venv (requirements-test.txt)"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || die "python3 -m venv $VENV failed"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements.txt" \
-    || die "pip could not install requirements.txt into .venv (see the output above)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements-test.txt" \
+    || die "pip could not install requirements-test.txt into .venv (see the output above)"
   echo "$want" > "$VENV/.requirements-hash"
 }
 

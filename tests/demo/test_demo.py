@@ -16,7 +16,7 @@ every molecule scenario with the toolkit installs.
 
 The clone gets its own temporary directory. To stay inside CI's time budget it reuses
 what the run already set up: the node image, the apt cache and, when the clone's
-requirements.txt is the same, the virtual environment (the test command itself proves
+requirements files are the same, the virtual environment (the test command itself proves
 that a fresh checkout builds its venv). An existing gpunode-local container is removed
 first and the node is removed at the end. Output goes to .ci-logs/demo-<n>.log.
 """
@@ -56,7 +56,10 @@ def clone(tmp_path_factory):
     dest = tmp_path_factory.mktemp("demo") / "gpu-node-provisioning"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True)
     venv = ROOT / ".venv"
-    if (dest / "requirements.txt").read_bytes() == (ROOT / "requirements.txt").read_bytes() and venv.is_dir():
+    same = all(
+        (dest / f).read_bytes() == (ROOT / f).read_bytes() for f in ("requirements.txt", "requirements-test.txt")
+    )
+    if same and venv.is_dir():
         (dest / ".venv").symlink_to(venv)
     assert not (dest.parent.parent / "shared").exists() and not (dest.parent / "shared").exists()
     _remove_node()
@@ -170,12 +173,15 @@ def test_what_stood_in_is_said_and_causes_no_failure(first_run):
     """Issue 41, a lone clone: the node got the labelled script stand-ins; the doctor names them in its "container
     toolkit" row (a warning, with the fix) and the containers "via nvidia" ran through the stand-in runtime (which
     hands them to runc) with the config.toml the role wrote."""
-    assert "(TEST STAND-IN script, not NVIDIA's runtime) version 1.20.0" in _node("nvidia-container-runtime", "--version")
+    assert "(TEST STAND-IN script, not NVIDIA's runtime) version 1.20.0" in _node(
+        "nvidia-container-runtime", "--version"
+    )
     report = json.loads(_node("cat", REPORT))
     toolkit = [c for c in report["checks"] if c["check"] == "container toolkit"]
     assert len(toolkit) == 1 and toolkit[0]["status"] == "warn", toolkit
-    assert "nvidia-container-toolkit 1.20.0-1 (pin 1.20.0-1): TEST STAND-IN package, script stand-ins" in (
-        toolkit[0]["detail"]
+    assert (
+        "nvidia-container-toolkit 1.20.0-1 (pin 1.20.0-1): TEST STAND-IN package, script stand-ins"
+        in (toolkit[0]["detail"])
     )
     via_nvidia = [c for c in report["checks"] if c["check"].endswith(": container via nvidia")]
     assert via_nvidia and all(c["status"] == "ok" for c in via_nvidia), via_nvidia

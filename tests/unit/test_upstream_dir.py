@@ -147,3 +147,32 @@ def test_the_test_command_names_only_the_missing_component(tmp_path):
         ["bash", "-c", script], capture_output=True, text=True, env=_env(GPUNODE_UPSTREAM_DIR=str(up)), check=True
     )
     assert run.stdout.split() == ["containerd"]
+
+
+def test_every_reader_of_the_variable_has_the_same_default():
+    """GPUNODE_UPSTREAM_DIR unset: the shell (scripts/lib.sh), molecule's base config and the GPU acceptance check
+    all look in ../shared/upstream next to the project (lib.sh where that exists)."""
+    expected = ROOT.parent / "shared" / "upstream"
+    config = (ROOT / ".config" / "molecule" / "config.yml").read_text()
+    assert (
+        "gpunode_upstream_dir: \"{{ lookup('ansible.builtin.env', 'GPUNODE_UPSTREAM_DIR') or gpunode_project_dir"
+        " ~ '/../shared/upstream' }}\"" in config
+    )
+    run = subprocess.run(
+        ["bash", "-c", f". {ROOT}/scripts/lib.sh; resolve_upstream_dir; echo $GPUNODE_UPSTREAM_DIR"],
+        capture_output=True,
+        text=True,
+        env=_env(GPUNODE_CACHE="/nonexistent-cache"),
+        check=True,
+    )
+    got = Path(run.stdout.strip())
+    assert got == (expected.resolve() if expected.is_dir() else Path("/nonexistent-cache/upstream")), got
+    acceptance = subprocess.run(
+        [__import__("sys").executable, "-c", "import tests.gpu_acceptance as g; print(g.UPSTREAM_DIR)"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=_env(),
+        check=True,
+    )
+    assert Path(acceptance.stdout.strip()) == expected
