@@ -13,9 +13,9 @@ cd "$ROOT"
 
 t0=$(date +%s)
 # first, before anything else: the upstream builds the molecule scenarios run (GPUNODE_UPSTREAM_DIR, see lib.sh);
-# lint and the unit tests alone need none
+# lint, the unit tests and the demo alone need none
 case " $* " in
-  *" -k unit "* | *" -k lint "* | *" -m "*"not molecule"*) resolve_upstream_dir ;;
+  *" -k unit "* | *" -k lint "* | *" -k demo "* | *" -m "*"not molecule"*) resolve_upstream_dir ;;
   *) ensure_upstream ;;
 esac
 ensure_venv
