@@ -1,18 +1,20 @@
 """The README's first command, as a newcomer runs it: `bash scripts/demo.sh` in a fresh
-clone of this checkout placed where no ../shared exists (issue 41: a lone clone), twice.
+clone of this checkout placed where no ../shared exists (issue 41: a lone clone), twice,
+then once more for the toolkit alone from a mirror.
 
 The first run creates the local node container gpunode-local and provisions it with
 site.yml; it must end with the doctor's table, no failed check, and containerd's CRI
 plugin up (what a kubelet needs), checked both by the doctor and straight from the
 running containerd. The second run must change nothing and print the table again.
 
-Each run proves one of the demo's sources of NVIDIA's toolkit: the first has no upstream
-builds (GPUNODE_UPSTREAM_DIR names an empty folder) and no NVIDIA repository, so the
-labelled script stand-ins stand in; the second points the role's repository URL at the
-signed stand-in repository the first one serves in the node (-e ..._repo_base_url, as an
-air-gapped user with a mirror runs it), so the repository branch installs from it.
-The third source, packages carrying NVIDIA's binaries from the upstream builds, is what
-every molecule scenario with the toolkit installs.
+The demo's sources of NVIDIA's toolkit: both runs have no upstream builds
+(GPUNODE_UPSTREAM_DIR names an empty folder) and no NVIDIA repository, so the labelled
+script stand-ins stand in (the second run must not take the stand-in repository the first
+one wrote into the local inventory for NVIDIA's). The third call, `--tags toolkit`, points
+the role's repository URL at the signed stand-in repository the node serves, as an
+air-gapped user with a mirror runs it (-e ..._repo_base_url): the demo takes the
+repository branch and the role installs from there. Packages carrying NVIDIA's binaries
+from the upstream builds are what every molecule scenario with the toolkit installs.
 
 The clone gets its own temporary directory. To stay inside CI's time budget it reuses
 what the run already set up: the node image, the apt cache and, when the clone's
@@ -115,15 +117,21 @@ def first_run(clone):
 
 @pytest.fixture(scope="module")
 def second_run(clone, first_run):
+    return _demo(clone, 2)
+
+
+@pytest.fixture(scope="module")
+def mirror_run(clone, second_run):
     """The repository branch: the role's repository URL at the signed stand-in repository the node serves, as a
-    mirror, with its key. The node's packages and the repository's content are the first run's: nothing changes."""
+    mirror, with its key; the toolkit alone (--tags toolkit). The node's packages are the first run's."""
     generated = (clone / "inventories/local/host_vars" / NODE / "toolkit.yml").read_text()
     fingerprint = re.search(r"^nvidia_container_toolkit_repo_key_fingerprint: (\w+)$", generated, re.MULTILINE)
     assert fingerprint, generated
     mirror = (
         f"-e nvidia_container_toolkit_repo_base_url={MIRROR} -e nvidia_container_toolkit_repo_key_url={MIRROR_KEY}"
     ).split()
-    return _demo(clone, 2, *mirror, "-e", f"nvidia_container_toolkit_repo_key_fingerprint={fingerprint[1]}")
+    key = f"nvidia_container_toolkit_repo_key_fingerprint={fingerprint[1]}"
+    return _demo(clone, 3, *mirror, "-e", key, "--tags", "toolkit")
 
 
 def test_first_run_succeeds_with_no_failed_check(first_run):
@@ -189,9 +197,17 @@ def test_what_stood_in_is_said_and_causes_no_failure(first_run):
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in config
 
 
-def test_the_second_run_took_the_repository_branch_from_the_mirror(second_run):
+def test_the_second_run_took_the_stand_ins_again(second_run):
     _, output = second_run
-    assert f"NVIDIA's container toolkit came from: the signed repository {MIRROR}, the role's normal path" in output
-    assert "Build the stand-in repositories" not in output  # nothing stood in for the repository
-    sources = _node("sh", "-c", "cat /etc/apt/sources.list.d/*nvidia*")
+    assert f"NVIDIA's container toolkit: {SCRIPTS}" in output
+
+
+def test_a_mirror_takes_the_repository_branch(mirror_run):
+    rc, output = mirror_run
+    assert rc == 0, f"bash scripts/demo.sh with a mirror failed (rc {rc}):\n{_tail(output)}"
+    assert f"NVIDIA's container toolkit: the signed repository {MIRROR}, the role's normal path" in output
+    assert "TASK [Wait until the stand-in repository answers]" not in output  # nothing stood in for the mirror
+    recap = _site_recap(output)
+    assert recap.get("changed") == 0 and recap.get("failed") == 0, recap
+    sources = _node("cat", "/etc/apt/sources.list.d/nvidia-container-toolkit.list")
     assert f"{MIRROR}/deb/" in sources, sources
