@@ -18,4 +18,4 @@ bench-setup:
 	bash -c '. scripts/lib.sh && ensure_venv && ensure_docker && ensure_images debian12'
 
 bench: bench-setup
-	$(PYTHON) bench/provision.py $(BENCH_ARGS)
+	bash -c '. scripts/lib.sh && resolve_upstream_dir && exec $(PYTHON) bench/provision.py $(BENCH_ARGS)'

@@ -13,16 +13,33 @@ cd "$ROOT"
 NODE=gpunode-local
 REPORT_DIR=/var/lib/gpu-node-provisioning
 
+resolve_upstream_dir
+[ -x "$GPUNODE_UPSTREAM_DIR/nvidia-container-toolkit/nvidia-container-runtime" ] || GPUNODE_UPSTREAM_DIR=
 ensure_venv
 ensure_docker
 ensure_images debian12
 
+# the -e options (e.g. your mirror: -e nvidia_container_toolkit_repo_base_url=...) also tell the node's set-up
+# which toolkit repository to try first
+extra=()
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case ${args[i]} in
+    -e | --extra-vars) extra+=("${args[i]}" "${args[i + 1]:-}"); i=$((i + 1)) ;;
+    -e* | --extra-vars=*) extra+=("${args[i]}") ;;
+  esac
+done
+
 export PATH="$VENV/bin:$PATH"
 note "creating the local node container $NODE"
-ansible-playbook molecule/resources/local_node.yml
+ansible-playbook molecule/resources/local_node.yml ${extra[@]+"${extra[@]}"}
+source_text=$(sed -n 's/^demo_toolkit_source_text: "\(.*\)"$/\1/p' inventories/local/host_vars/$NODE/toolkit.yml)
+note "NVIDIA's container toolkit: $source_text"
 note "provisioning it with site.yml"
 rc=0
-ansible-playbook -i inventories/local site.yml "$@" || rc=$?
+# the inventory file, not its folder: the doctor writes its fleet report (gpu-fleet-report.*) beside it, which
+# ansible would otherwise try to parse as an inventory on the next run
+ansible-playbook -i inventories/local/hosts.yml site.yml "$@" || rc=$?
 
 # The summary a newcomer reads: the doctor's table as the node has it, where
 # the reports are, what to try next, how to remove the node, and what is a
@@ -50,15 +67,16 @@ What is real and what is a stand-in here:
   - real: the node's systemd, docker, containerd and apt, and every config file
     the roles merged (daemon.json, containerd's config.toml, the toolkit's
     config.toml, the AppArmor and seccomp profiles, the fuse settings).
-  - TEST STAND-IN: the NVIDIA container toolkit packages. NVIDIA's repository is
-    not reachable from the build machines, so the demo builds a local signed
-    apt repository of stand-in packages inside the node
-    (tests/fixtures/nvidia-container-toolkit-standin) and trusts its key. They
-    carry NVIDIA's real runtime, hook and nvidia-ctk (1.20.0, built from source:
-    ../shared/upstream), so "container via nvidia" ran NVIDIA's runtime with
-    the config.toml the role wrote (only nvidia-container-cli is a stand-in). On a
-    real node the role installs NVIDIA's packages from NVIDIA's signed
-    repository (or your mirror of it): see inventories/example.
+  - NVIDIA's container toolkit came from: $source_text.
+    The demo takes the first that works: NVIDIA's signed repository (or your
+    mirror: -e nvidia_container_toolkit_repo_base_url=...), else a local signed
+    apt repository of TEST STAND-IN packages built inside the node
+    (tests/fixtures/nvidia-container-toolkit-standin) carrying NVIDIA's own
+    runtime, hook and nvidia-ctk from the upstream builds' directory
+    (GPUNODE_UPSTREAM_DIR, default ../shared/upstream), else the same packages
+    with labelled script stand-ins. The doctor's "container toolkit" row says
+    which the node has. On a real node the role installs NVIDIA's packages from
+    NVIDIA's signed repository (or your mirror of it): see inventories/example.
   - no GPU: the node is a container, so the driver role skips it and the GPU
     checks say "skipped". Where the host kernel has no AppArmor, the AppArmor
     profile and "FUSE confinement" say "warn": SYS_ADMIN FUSE pods would not be

@@ -6,6 +6,58 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 export GPUNODE_CACHE=${GPUNODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-node-provisioning}
 
+# The directory of upstream builds: test inputs built from upstream source, never installed by a role (NVIDIA's
+# container toolkit, CRI-O, containerd; a BUILD.md in each says how). One name, GPUNODE_UPSTREAM_DIR, read by
+# molecule (.config/molecule/config.yml), the demo (molecule/resources/local_node.yml) and the tests. Default:
+# ../shared/upstream next to the project where that exists, else the cache folder that scripts/build-upstream.sh
+# builds into. resolve_upstream_dir exports it, absolute.
+UPSTREAM_COMPONENTS=(nvidia-container-toolkit cri-o containerd)
+
+resolve_upstream_dir() {
+  if [ -z "${GPUNODE_UPSTREAM_DIR:-}" ]; then
+    if [ -d "$ROOT/../shared/upstream" ]; then
+      GPUNODE_UPSTREAM_DIR=$(cd "$ROOT/../shared/upstream" && pwd)
+    else
+      GPUNODE_UPSTREAM_DIR=$GPUNODE_CACHE/upstream
+    fi
+  fi
+  export GPUNODE_UPSTREAM_DIR
+}
+
+upstream_missing() {
+  # upstream_missing : the components that GPUNODE_UPSTREAM_DIR lacks (the file each BUILD.md names first), one a line
+  local component file
+  for component in "${UPSTREAM_COMPONENTS[@]}"; do
+    case $component in
+      nvidia-container-toolkit) file=nvidia-container-toolkit/nvidia-container-runtime ;;
+      cri-o) file=cri-o/bin/crio ;;
+      containerd) file=containerd/bin/containerd ;;
+    esac
+    [ -x "$GPUNODE_UPSTREAM_DIR/$file" ] || echo "$component"
+  done
+}
+
+ensure_upstream() {
+  # The test command's first step: the three components in GPUNODE_UPSTREAM_DIR, built from public source by
+  # scripts/build-upstream.sh where they are missing and the source can be fetched; otherwise stop here, before
+  # anything else, naming the variable, the script and the components.
+  local missing
+  resolve_upstream_dir
+  missing=$(upstream_missing)
+  [ -n "$missing" ] || return 0
+  note "GPUNODE_UPSTREAM_DIR=$GPUNODE_UPSTREAM_DIR lacks: $(echo $missing); building from public source (scripts/build-upstream.sh)"
+  if bash "$ROOT/scripts/build-upstream.sh" --check $missing; then
+    bash "$ROOT/scripts/build-upstream.sh" $missing || die "scripts/build-upstream.sh failed (output above)"
+    missing=$(upstream_missing)
+    [ -z "$missing" ] && return 0
+  fi
+  die "the upstream builds the tests run are missing: $(echo $missing) (of nvidia-container-toolkit, cri-o,
+containerd) in GPUNODE_UPSTREAM_DIR=$GPUNODE_UPSTREAM_DIR, and their public source cannot be fetched from here.
+Fix: set GPUNODE_UPSTREAM_DIR to a directory holding the three builds (nvidia-container-toolkit/, cri-o/bin/,
+containerd/bin/, as BUILD.md in each describes), or run scripts/build-upstream.sh where GitHub and Debian's
+archive can be reached. Nothing was run."
+}
+
 die() {
   echo "ERROR: $*" >&2
   exit 1
@@ -29,7 +81,8 @@ apt_install() {
 
 ensure_venv() {
   local want have
-  want=$(sha256sum "$ROOT/requirements.txt" | cut -c1-16)
+  # the test stack (requirements-test.txt, which includes requirements.txt): the demo and the tests use it
+  want=$(cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" | sha256sum | cut -c1-16)
   have=$(cat "$VENV/.requirements-hash" 2>/dev/null || true)
   if [ "$want" = "$have" ] && [ -x "$VENV/bin/python" ]; then
     return 0
@@ -38,10 +91,10 @@ ensure_venv() {
   if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' 2>/dev/null; then
     apt_install python3-venv || die "python3 cannot create virtual environments: install python3-venv (as root: apt-get install python3-venv)."
   fi
-  note "creating the Python environment in .venv (requirements.txt)"
+  note "creating the Python environment in .venv (requirements-test.txt)"
   [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || die "python3 -m venv $VENV failed"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements.txt" \
-    || die "pip could not install requirements.txt into .venv (see the output above)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$ROOT/requirements-test.txt" \
+    || die "pip could not install requirements-test.txt into .venv (see the output above)"
   echo "$want" > "$VENV/.requirements-hash"
 }
 

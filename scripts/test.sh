@@ -2,7 +2,9 @@
 # Runs every test: lint, unit tests, the demo (scripts/demo.sh in a fresh clone)
 # and every molecule scenario, in that order.
 # Sets up what it needs on a fresh Debian/Ubuntu machine (as root): a Python
-# venv from requirements.txt, a Docker engine, the node images.
+# venv from requirements-test.txt, a Docker engine, the node images. First of all
+# it needs the upstream builds in GPUNODE_UPSTREAM_DIR (default ../shared/upstream),
+# or builds them (scripts/build-upstream.sh), or stops naming what is missing.
 #   bash scripts/test.sh                 # everything
 #   bash scripts/test.sh -k unit         # extra arguments go to pytest
 set -euo pipefail
@@ -10,6 +12,12 @@ set -euo pipefail
 cd "$ROOT"
 
 t0=$(date +%s)
+# first, before anything else: the upstream builds the molecule scenarios run (GPUNODE_UPSTREAM_DIR, see lib.sh);
+# lint, the unit tests and the demo alone need none
+case " $* " in
+  *" -k unit "* | *" -k lint "* | *" -k demo "* | *" -m "*"not molecule"*) resolve_upstream_dir ;;
+  *) ensure_upstream ;;
+esac
 ensure_venv
 ensure_docker
 ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404

@@ -2,7 +2,8 @@
 """GPU acceptance check: what CI cannot prove, on a machine with a REAL NVIDIA GPU and a loaded driver.
 
 Run it as root from the project root, with the project's venv (ansible) and NVIDIA's toolkit binaries in
-../shared/upstream/nvidia-container-toolkit (or NVIDIA_TOOLKIT_BINARIES=<dir>):
+$GPUNODE_UPSTREAM_DIR/nvidia-container-toolkit (the upstream builds, default ../shared/upstream; or
+NVIDIA_TOOLKIT_BINARIES=<dir>):
 
     sudo .venv/bin/python tests/gpu_acceptance.py            # exit 0: every step passed
 
@@ -50,9 +51,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.doctor_params import shared_doctor_params
 
-BINARIES = Path(
-    os.environ.get("NVIDIA_TOOLKIT_BINARIES", ROOT.parent / "shared" / "upstream" / "nvidia-container-toolkit")
-)
+# the upstream builds' directory: GPUNODE_UPSTREAM_DIR, as scripts/lib.sh resolves it (default ../shared/upstream)
+UPSTREAM_DIR = Path(os.environ.get("GPUNODE_UPSTREAM_DIR") or ROOT.parent / "shared" / "upstream")
+BINARIES = Path(os.environ.get("NVIDIA_TOOLKIT_BINARIES", UPSTREAM_DIR / "nvidia-container-toolkit"))
 # where the PCI functions are (tests point it at an empty directory to see the refusal on any machine)
 PCI_ROOT = os.environ.get("GPU_ACCEPTANCE_PCI_ROOT", "/sys/bus/pci/devices")
 GPU_CLASSES = ("0x0300", "0x0302")  # VGA compatible / 3D controller, as gpu_node_facts counts GPUs

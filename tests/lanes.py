@@ -9,7 +9,7 @@ A lane is a pytest-xdist worker that keeps a group of tests to itself, in order:
   "molecule", the other scenarios, one at a time;
 - lane 2: "molecule-2", the scenarios SCENARIO_GROUPS puts there, one at a time.
 The scenarios are spread so that the lanes take about as long (idle-machine times of
-the CI runs, CHANGELOG.md "Test times"); a new scenario goes to lane 1 unless listed.
+the CI runs, docs/test-times.md); a new scenario goes to lane 1 unless listed.
 With fewer workers, lanes share them (lane % workers); with one, every lane is that
 worker. Each molecule lane takes apt cache slots from its own range
 (molecule/resources/create.yml), so two nodes created at the same moment never pick
@@ -29,7 +29,7 @@ APT_SLOT_FIRST = {"molecule-cgroup2": 0, "molecule": 8, "molecule-2": 16}
 # scenarios without a forky node that run on lane 0 or 2 instead of lane 1, to even the lanes out
 # (fleet to lane 2: with kubelet, nvidia_driver, fuse_security and nvidia_runtime lane 1 was the longest;
 # nvidia_runtime to lane 2 as well: in CI's runs of af030ca and f3aa190 lane 2 ended 5-8 min before lane 1, whose
-# nvidia_driver alone takes about 29 min; CHANGELOG.md "Test times")
+# nvidia_driver alone takes about 29 min; docs/test-times.md)
 SCENARIO_GROUPS = {
     "fleet": "molecule-2",
     "gpu_pods": "molecule-2",

@@ -166,8 +166,14 @@ def check_driver(params: dict, node: dict, host: Node) -> list:
     ]
 
 
-def toolkit_row(params: dict, node: dict, ctk, pkg) -> tuple:
-    """ctk: (rc, out, err) of nvidia-ctk --version; pkg: that of the package query or None. (row, installed)."""
+# The file a TEST STAND-IN toolkit package carries (tests/fixtures/nvidia-container-toolkit-standin): its first line
+# says what stands in. NVIDIA's packages have none.
+STANDIN_MARKER = "/usr/share/doc/{package}/STAND-IN"
+
+
+def toolkit_row(params: dict, node: dict, ctk, pkg, standin=None) -> tuple:
+    """ctk: (rc, out, err) of nvidia-ctk --version; pkg: that of the package query or None; standin: the text of the
+    package's STAND-IN marker or None. (row, installed)."""
     cli = ""
     if ctk[0] == 0:
         words = (ctk[1].splitlines() or [""])[0].split()
@@ -177,8 +183,21 @@ def toolkit_row(params: dict, node: dict, ctk, pkg) -> tuple:
     pin = params["toolkit_version"]
     package = params["toolkit_package"]
     matches = not pin or installed == pin or (not pkg_version and cli == pin.split("-")[0])
-    if installed and matches:
-        row = table_row("container toolkit", "ok", f"{package} {installed}" + (f" (pin {pin})" if pin else ""))
+    said = (standin or "").strip().splitlines()
+    if installed and matches and said and "script" in said[0]:
+        # nothing of NVIDIA's runs: say so, as a warning (a test node's stand-in, never a real node's toolkit)
+        row = table_row(
+            "container toolkit",
+            "warn",
+            f"{package} {installed}" + (f" (pin {pin})" if pin else "") + f": {said[0]}",
+            "Install NVIDIA's packages: nvidia_container_toolkit_repo_base_url at NVIDIA's repository or your mirror",
+        )
+    elif installed and matches:
+        row = table_row(
+            "container toolkit",
+            "ok",
+            f"{package} {installed}" + (f" (pin {pin})" if pin else "") + (f": {said[0]}" if said else ""),
+        )
     elif installed:
         row = table_row(
             "container toolkit",
@@ -205,5 +224,6 @@ def check_toolkit(params: dict, node: dict, host: Node) -> tuple:
         if params["package_version_argv"]
         else None
     )
-    row, installed = toolkit_row(params, node, ctk, pkg)
+    standin = host.read(STANDIN_MARKER.format(package=params["toolkit_package"])) if pkg is not None else None
+    row, installed = toolkit_row(params, node, ctk, pkg, standin)
     return [row], installed

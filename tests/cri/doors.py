@@ -1,4 +1,4 @@
-"""Pods that request no GPU against NVIDIA's REAL runtime (toolkit 1.20.0 from ../shared/upstream, carried by the
+"""Pods that request no GPU against NVIDIA's REAL runtime (toolkit 1.20.0 from GPUNODE_UPSTREAM_DIR, carried by the
 stand-in packages) and the config.toml the toolkit role leaves: issue 24 items 4 and 5. Shared by
 molecule/nvidia_runtime (docker, and the CRI of containerd 1.7 and 2.2) and molecule/runtime_config (the CRI of
 CRI-O 1.35, node rc-crio).

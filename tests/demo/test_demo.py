@@ -1,14 +1,24 @@
 """The README's first command, as a newcomer runs it: `bash scripts/demo.sh` in a fresh
-clone of this checkout, twice.
+clone of this checkout placed where no ../shared exists (issue 41: a lone clone), twice,
+then once more for the toolkit alone from a mirror.
 
 The first run creates the local node container gpunode-local and provisions it with
 site.yml; it must end with the doctor's table, no failed check, and containerd's CRI
 plugin up (what a kubelet needs), checked both by the doctor and straight from the
 running containerd. The second run must change nothing and print the table again.
 
+The demo's sources of NVIDIA's toolkit: both runs have no upstream builds
+(GPUNODE_UPSTREAM_DIR names an empty folder) and no NVIDIA repository, so the labelled
+script stand-ins stand in (the second run must not take the stand-in repository the first
+one wrote into the local inventory for NVIDIA's). The third call, `--tags toolkit`, points
+the role's repository URL at the signed stand-in repository the node serves, as an
+air-gapped user with a mirror runs it (-e ..._repo_base_url): the demo takes the
+repository branch and the role installs from there. Packages carrying NVIDIA's binaries
+from the upstream builds are what every molecule scenario with the toolkit installs.
+
 The clone gets its own temporary directory. To stay inside CI's time budget it reuses
 what the run already set up: the node image, the apt cache and, when the clone's
-requirements.txt is the same, the virtual environment (the test command itself proves
+requirements files are the same, the virtual environment (the test command itself proves
 that a fresh checkout builds its venv). An existing gpunode-local container is removed
 first and the node is removed at the end. Output goes to .ci-logs/demo-<n>.log.
 """
@@ -28,6 +38,9 @@ LOGS = ROOT / ".ci-logs"
 NODE = "gpunode-local"
 REPORT = "/var/lib/gpu-node-provisioning/validate.json"
 RUN_TIMEOUT = 25 * 60
+MIRROR = "http://127.0.0.1:8765/stable"
+MIRROR_KEY = "http://127.0.0.1:8765/gpgkey"
+SCRIPTS = "TEST STAND-IN packages with labelled script stand-ins for NVIDIA's tools"
 
 pytestmark = pytest.mark.demo
 
@@ -45,24 +58,27 @@ def clone(tmp_path_factory):
     dest = tmp_path_factory.mktemp("demo") / "gpu-node-provisioning"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(dest)], check=True)
     venv = ROOT / ".venv"
-    if (dest / "requirements.txt").read_bytes() == (ROOT / "requirements.txt").read_bytes() and venv.is_dir():
+    same = all(
+        (dest / f).read_bytes() == (ROOT / f).read_bytes() for f in ("requirements.txt", "requirements-test.txt")
+    )
+    if same and venv.is_dir():
         (dest / ".venv").symlink_to(venv)
-    # the checkout's layout: NVIDIA's toolkit binaries (test input, see shared/upstream) next to the project
-    if (ROOT.parent / "shared").is_dir():
-        (dest.parent / "shared").symlink_to(ROOT.parent / "shared")
+    assert not (dest.parent.parent / "shared").exists() and not (dest.parent / "shared").exists()
     _remove_node()
     yield dest
     _remove_node()
 
 
-def _demo(clone: Path, n: int) -> tuple[int, str]:
+def _demo(clone: Path, n: int, *args: str) -> tuple[int, str]:
     LOGS.mkdir(exist_ok=True)
     log = LOGS / f"demo-{n}.log"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "ANSIBLE_", "MOLECULE_"))}
     env.update(ANSIBLE_FORCE_COLOR="0", PY_COLORS="0", ANSIBLE_NOCOLOR="1")
+    # no upstream builds: an empty folder (the cache folder the default falls back to may hold a build)
+    env["GPUNODE_UPSTREAM_DIR"] = str(clone.parent / "no-upstream-builds")
     with log.open("w") as out:
         result = subprocess.run(
-            ["bash", "scripts/demo.sh"],
+            ["bash", "scripts/demo.sh", *args],
             cwd=clone,
             env=env,
             stdout=out,
@@ -104,6 +120,20 @@ def second_run(clone, first_run):
     return _demo(clone, 2)
 
 
+@pytest.fixture(scope="module")
+def mirror_run(clone, second_run):
+    """The repository branch: the role's repository URL at the signed stand-in repository the node serves, as a
+    mirror, with its key; the toolkit alone (--tags toolkit). The node's packages are the first run's."""
+    generated = (clone / "inventories/local/host_vars" / NODE / "toolkit.yml").read_text()
+    fingerprint = re.search(r"^nvidia_container_toolkit_repo_key_fingerprint: (\w+)$", generated, re.MULTILINE)
+    assert fingerprint, generated
+    mirror = (
+        f"-e nvidia_container_toolkit_repo_base_url={MIRROR} -e nvidia_container_toolkit_repo_key_url={MIRROR_KEY}"
+    ).split()
+    key = f"nvidia_container_toolkit_repo_key_fingerprint={fingerprint[1]}"
+    return _demo(clone, 3, *mirror, "-e", key, "--tags", "toolkit")
+
+
 def test_first_run_succeeds_with_no_failed_check(first_run):
     rc, output = first_run
     assert rc == 0, f"bash scripts/demo.sh failed (rc {rc}) in a fresh clone:\n{_tail(output)}"
@@ -118,8 +148,8 @@ def test_closing_summary_tells_a_newcomer_where_things_are(first_run):
     assert "CHECK" in summary and "STATUS" in summary and "FIX" in summary
     assert "/var/lib/gpu-node-provisioning/validate.txt" in summary
     assert f"docker rm -f -v {NODE}" in summary
-    assert "TEST STAND-IN" in summary
-    assert "NVIDIA's repository is" in summary
+    assert f"NVIDIA's container toolkit came from: {SCRIPTS}" in summary
+    assert "GPUNODE_UPSTREAM_DIR" in summary
 
 
 def test_the_doctor_reports_the_cri_plugin_ok_and_nothing_failed(first_run):
@@ -147,12 +177,37 @@ def test_second_run_changes_nothing_and_shows_the_table_again(second_run):
     assert _headline_counts(output).get("fail") == 0
 
 
-def test_the_demo_node_runs_nvidias_real_runtime_with_the_projects_config(first_run):
-    """Issue 24: the stand-in packages carry NVIDIA's runtime (1.20.0 from ../shared/upstream), so the doctor's
-    "container via nvidia" rows ran NVIDIA's runtime with the config.toml the role wrote."""
-    assert "NVIDIA Container Runtime version 1.20.0" in _node("nvidia-container-runtime", "--version")
+def test_what_stood_in_is_said_and_causes_no_failure(first_run):
+    """Issue 41, a lone clone: the node got the labelled script stand-ins; the doctor names them in its "container
+    toolkit" row (a warning, with the fix) and the containers "via nvidia" ran through the stand-in runtime (which
+    hands them to runc) with the config.toml the role wrote."""
+    assert "(TEST STAND-IN script, not NVIDIA's runtime) version 1.20.0" in _node(
+        "nvidia-container-runtime", "--version"
+    )
     report = json.loads(_node("cat", REPORT))
+    toolkit = [c for c in report["checks"] if c["check"] == "container toolkit"]
+    assert len(toolkit) == 1 and toolkit[0]["status"] == "warn", toolkit
+    assert (
+        "nvidia-container-toolkit 1.20.0-1 (pin 1.20.0-1): TEST STAND-IN package, script stand-ins"
+        in (toolkit[0]["detail"])
+    )
     via_nvidia = [c for c in report["checks"] if c["check"].endswith(": container via nvidia")]
     assert via_nvidia and all(c["status"] == "ok" for c in via_nvidia), via_nvidia
     config = _node("cat", "/etc/nvidia-container-runtime/config.toml")
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in config
+
+
+def test_the_second_run_took_the_stand_ins_again(second_run):
+    _, output = second_run
+    assert f"NVIDIA's container toolkit: {SCRIPTS}" in output
+
+
+def test_a_mirror_takes_the_repository_branch(mirror_run):
+    rc, output = mirror_run
+    assert rc == 0, f"bash scripts/demo.sh with a mirror failed (rc {rc}):\n{_tail(output)}"
+    assert f"NVIDIA's container toolkit: the signed repository {MIRROR}, the role's normal path" in output
+    assert "TASK [Wait until the stand-in repository answers]" not in output  # nothing stood in for the mirror
+    recap = _site_recap(output)
+    assert recap.get("changed") == 0 and recap.get("failed") == 0, recap
+    sources = _node("cat", "/etc/apt/sources.list.d/nvidia-container-toolkit.list")
+    assert f"{MIRROR}/deb/" in sources, sources

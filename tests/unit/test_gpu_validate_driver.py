@@ -331,6 +331,37 @@ def test_toolkit_row(p, facts, ctk, pkg, expected, installed):
     assert toolkit_row(params(**p), facts, ctk, pkg) == (expected, installed)
 
 
+SCRIPTS = "TEST STAND-IN package, script stand-ins: NVIDIA's tools are not in it (no GPUNODE_UPSTREAM_DIR)\nmore\n"
+CARRYING = "TEST STAND-IN package carrying NVIDIA's own tools (toolkit 1.20.0 built from source)\nmore\n"
+
+
+def test_the_toolkit_row_names_a_stand_in_package_and_warns_only_for_script_stand_ins():
+    """Issue 41: the doctor says what stood in. Packages carrying NVIDIA's tools: ok, named; script stand-ins (nothing
+    of NVIDIA's runs): warn, named, with the fix. Never a failure the stand-in causes."""
+    pin = {"toolkit_version": "1.17.8-1"}
+    base = "nvidia-container-toolkit 1.17.8-1 (pin 1.17.8-1)"
+    assert toolkit_row(params(**pin), GPU_NODE, CTK, PKG, CARRYING) == (
+        row("container toolkit", "ok", f"{base}: {CARRYING.splitlines()[0]}"),
+        True,
+    )
+    scripts, installed = toolkit_row(params(**pin), NO_GPU, CTK, PKG, SCRIPTS)
+    assert installed and scripts["status"] == "warn"
+    assert scripts["detail"] == f"{base}: {SCRIPTS.splitlines()[0]}"
+    assert "nvidia_container_toolkit_repo_base_url" in scripts["fix"]
+    # a wrong pin still fails, stand-in or not
+    assert toolkit_row(params(toolkit_version="1.18.0-1"), GPU_NODE, CTK, PKG, SCRIPTS)[0]["status"] == "fail"
+
+
+def test_the_toolkit_family_reads_the_packages_stand_in_marker():
+    argv = ["dpkg-query", "--show", "--showformat=${Version}"]
+    fake = FakeNode(
+        commands={("nvidia-ctk", "--version"): CTK, (*argv, "nvidia-container-toolkit"): PKG},
+        files={"/usr/share/doc/nvidia-container-toolkit/STAND-IN": SCRIPTS},
+    )
+    rows, _ = check_toolkit(params(package_version_argv=argv), GPU_NODE, fake)
+    assert rows[0]["status"] == "warn" and "script stand-ins" in rows[0]["detail"]
+
+
 def test_the_toolkit_family_asks_nvidia_ctk_and_the_package_manager():
     argv = ["dpkg-query", "--show", "--showformat=${Version}"]
     fake = FakeNode(commands={("nvidia-ctk", "--version"): CTK, (*argv, "nvidia-container-toolkit"): PKG})

@@ -23,7 +23,7 @@ TEMPLATE = ROLE / "templates" / "etc" / "crio" / "crio.conf.d" / "99-runtime.con
 
 
 CRIO_CONFIG = (Path(__file__).resolve().parents[1] / "fixtures" / "crio" / "crio-config-1.31.toml").read_text()
-# the real `crio config` of CRI-O 1.35.6 (../shared/upstream) on a molecule CRI-O node (runc the default)
+# the real `crio config` of CRI-O 1.35.6 (GPUNODE_UPSTREAM_DIR) on a molecule CRI-O node (runc the default)
 CRIO_NODE = (Path(__file__).resolve().parents[1] / "fixtures" / "crio" / "crio-config-1.35.6-node.toml").read_text()
 NVIDIA = "/usr/bin/nvidia-container-runtime"
 

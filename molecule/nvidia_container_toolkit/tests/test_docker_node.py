@@ -1,6 +1,6 @@
 """Verify the docker-only node (tk-debian12): nvidia registered in docker, not the default, containers run through it.
 
-/usr/bin/nvidia-container-runtime is NVIDIA's real runtime (toolkit 1.20.0, shared/upstream) from the stand-in
+/usr/bin/nvidia-container-runtime is NVIDIA's real runtime (toolkit 1.20.0, GPUNODE_UPSTREAM_DIR) from the stand-in
 package; its debug log (config.toml's [nvidia-container-runtime] debug, set in prepare) shows each call.
 """
 

@@ -158,7 +158,7 @@ def test_changing_the_pin_moved_all_four_packages_and_kept_them_held(host):
     now = dpkg_state(host.check_output(f"dpkg-query --show --showformat='{fmt}' {' '.join(PACKAGES)}"))
     assert now == {name: ("1.18.0-1", "hold ok installed") for name in PACKAGES}
     assert sorted(host.check_output("apt-mark showhold").split()) == sorted(PACKAGES)
-    # the stand-in packages carry NVIDIA's real binaries (toolkit 1.20.0, shared/upstream), whatever the version
+    # the stand-in packages carry NVIDIA's real binaries (toolkit 1.20.0, GPUNODE_UPSTREAM_DIR), whatever the version
     assert host.check_output("nvidia-ctk --version").splitlines()[0] == "NVIDIA Container Toolkit CLI version 1.20.0"
 
 
@@ -169,7 +169,7 @@ def test_the_installed_packages_are_the_test_stand_ins(host):
 
 
 def test_the_stand_in_packages_carry_nvidias_real_binaries(host):
-    """NVIDIA's own runtime, hook and CDI hook (toolkit 1.20.0 from shared/upstream), not scripts."""
+    """NVIDIA's own runtime, hook and CDI hook (toolkit 1.20.0 from GPUNODE_UPSTREAM_DIR), not scripts."""
     for binary in ("nvidia-container-runtime", "nvidia-container-runtime-hook", "nvidia-cdi-hook"):
         head = host.check_output(f"head -c 4 /usr/bin/{binary} | od -An -c").split()
         assert head[1:4] == ["E", "L", "F"], (binary, head)

@@ -1,4 +1,4 @@
-"""NVIDIA's REAL runtime (toolkit 1.20.0 from shared/upstream, in the stand-in packages) with the config.toml the
+"""NVIDIA's REAL runtime (toolkit 1.20.0 from GPUNODE_UPSTREAM_DIR, in the stand-in packages) with the config.toml the
 toolkit role leaves, on docker and through the CRI of containerd 1.7 (nv-debian13) and 2.2 (nv-ubuntu2204).
 
 Issue 24 item 4: the hardened config as NVIDIA's runtime reads it (its debug log shows each decision).

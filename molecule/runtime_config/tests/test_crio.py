@@ -1,4 +1,4 @@
-"""runtime_config and the doctor on a real CRI-O (issue 24): CRI-O 1.35.6 from ../shared/upstream on rc-crio
+"""runtime_config and the doctor on a real CRI-O (issue 24): CRI-O 1.35.6 from GPUNODE_UPSTREAM_DIR on rc-crio
 (Debian 13, conmon, runc and the CNI plugins from Debian; molecule/resources/tasks/crio_node.yml), with NVIDIA's
 real runtime 1.20 registered by the nvidia_container_toolkit role (which runs runtime_config).
 
