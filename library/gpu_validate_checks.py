@@ -22,8 +22,10 @@ description:
     device-list strategy, the runtimes' defaults and the toolkit's config as the facts read them), containerd's
     effective configuration
     (C(containerd config dump)), its CRI plugin (C(ctr plugins ls), C(crictl info)), whether it started after its
-    config files were written, and test containers through the nvidia binary and CRI's default runtime (only
-    with O(containerd_test_image)), CRI-O's effective configuration
+    config files were written, whether a file its config imports (a drop-in) carries a higher config version on
+    disk than the root file (containerd 2.3 refuses to start then; the files, not C(config dump), which prints
+    version 4 for every file on 2.3), and test containers through the nvidia binary and CRI's default runtime
+    (only with O(containerd_test_image)), CRI-O's effective configuration
     (C(crio config)), the running CRI-O (C(crio status config), C(crictl info)) and test pods through its nvidia
     handler and its default handler with CAP_SYS_ADMIN (C(crictl run); only with O(crio_test_image)),
     C(/dev/fuse), the AppArmor profile file and the kernel's list of loaded profiles, the

@@ -124,9 +124,11 @@ class ActionModule(ActionBase):
                 f"{shlex.quote(binary)} --config {shlex.quote(path)} config dump", sudoable=True
             )
             if res.get("rc") != 0:
+                stderr = to_text(res.get("stderr", "")).strip()
+                hint = ct.containerd_versions.dropin_refusal_hint(stderr)
                 raise AnsibleActionFail(
                     f"containerd cannot read its current config: `{binary} --config {path} config dump` failed "
-                    f"(rc={res.get('rc')}): {to_text(res.get('stderr', '')).strip()[-500:]}. Fix {path} (or the "
+                    f"(rc={res.get('rc')}): {stderr[-500:]}. {hint + ' ' if hint else ''}Fix {path} (or the "
                     "files it imports) by hand or restore a backup, then run again. Nothing was changed."
                 )
             effective = ct.parse_document(to_text(res.get("stdout", "")), f"`containerd --config {path} config dump`")
@@ -174,8 +176,10 @@ class ActionModule(ActionBase):
         refusal with the rc and the end of stderr (nothing has been written at that point)."""
         res = self._low_level_execute_command(f"/bin/sh -c {shlex.quote(command)}", sudoable=True)
         if res.get("rc") != 0:
+            stderr = to_text(res.get("stderr", "")).strip()
+            hint = ct.containerd_versions.dropin_refusal_hint(stderr)
             raise AnsibleActionFail(
-                f"{refusal}, rc={res.get('rc')}): {to_text(res.get('stderr', '')).strip()[-500:]}. Fix the offending "
+                f"{refusal}, rc={res.get('rc')}): {stderr[-500:]}. {hint + ' ' if hint else ''}Fix the offending "
                 "settings, then run again."
             )
         return ct.parse_document(to_text(res.get("stdout", "")), label).unwrap()
@@ -273,7 +277,7 @@ class ActionModule(ActionBase):
         containerd_version = ct.parse_containerd_version(version_text)
         if args["containerd_version"] and containerd_version is None:
             raise AnsibleActionFail(f"containerd_version {args['containerd_version']!r} is not a version like 2.1.4")
-        empty_version = 3 if containerd_version and containerd_version[0] >= 2 else 2
+        empty_version = ct.empty_version_for(containerd_version)
         if args["method"] == "dropin":
             ct.check_dropin_allowed(containerd_version, path)
 

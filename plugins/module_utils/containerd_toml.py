@@ -12,17 +12,40 @@ from the file's own style).
 
 Tables per config version (see shared REFERENCE.md):
 
-=======  ===========================================  ==============================
-version  CRI table (enable_cdi, cdi_spec_dirs)        runtimes / default_runtime_name
-=======  ===========================================  ==============================
-1        ``plugins.cri``                              ``<cri>.containerd.runtimes`` /
+=======  ===========================================  ==============================  =================
+version  CRI table (enable_cdi, cdi_spec_dirs)        runtimes / default_runtime_name  written by
+=======  ===========================================  ==============================  =================
+1        ``plugins.cri``                              ``<cri>.containerd.runtimes`` /  containerd 1.0
                                                       ``<cri>.containerd``
-2        ``plugins."io.containerd.grpc.v1.cri"``      same, under the CRI table
-3        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table
-=======  ===========================================  ==============================
+2        ``plugins."io.containerd.grpc.v1.cri"``      same, under the CRI table        containerd 1.x
+3        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.0-2.2
+4        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.3+
+=======  ===========================================  ==============================  =================
 
 A file without a ``version`` key is version 1; an empty file (nothing but
-comments and blank lines) counts as version 2, or 3 where containerd 2.x runs.
+comments and blank lines) counts as the version the node's containerd writes
+(containerd_versions.config_version_for: 2, 3 from containerd 2.0, 4 from 2.3).
+
+Version 4 (containerd v2.3.4, commit db8809540e1a7a9da5d518876894933ff55692ab):
+
+- The CRI tables keep version 3's names: ``containerd config default`` of 2.3.4 writes
+  ``plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc`` (the build and its output in
+  shared/upstream/containerd, config-default-v4.toml), and plugins/cri/runtime/plugin.go registers the same
+  plugin (type io.containerd.cri.v1, id runtime). What version 4 moves are the server properties:
+  cmd/containerd/server/config/config.go ``serviceMigrate`` takes the top-level ``grpc``, ``ttrpc``, ``debug``
+  and ``metrics`` tables of a version 3 file to the plugins ``io.containerd.server.v1.{grpc,grpc-tcp,ttrpc,
+  debug,metrics}`` and ``io.containerd.metrics.v1.grpc-prometheus`` (SERVICE_PLUGINS below).
+- Every file (root and each import) is migrated on its own, in memory, before it is merged
+  (``LoadConfigWithPlugins``); the CRI plugins' ``ConfigMigration`` (plugins/cri/runtime/plugin.go and
+  plugins/cri/cri.go) moves a version 2 file's ``io.containerd.grpc.v1.cri`` settings to
+  ``io.containerd.cri.v1.runtime`` (images settings to ``io.containerd.cri.v1.images``). So ``config dump`` of
+  2.3 prints version 4 with ``io.containerd.cri.v1.*`` tables whatever the files say: the daemon-verified
+  reading (verify_reading) reads the dump by the dump's version, the edit writes the file's own version.
+- ``imports``: relative to the importing file, globbed (``resolveImports``); the default config imports
+  ``/etc/containerd/conf.d/*.toml``, and the dump lists that pattern in ``imports`` even where no file imports it
+  (cmd/containerd/command/config.go, ``platformAgnosticDefaultConfig``).
+- A drop-in must not carry a higher version than its root file on disk: 2.3 refuses to start
+  (containerd_versions.py). method=dropin writes the root file's own version into the drop-in.
 """
 
 from __future__ import annotations
@@ -44,6 +67,8 @@ from tomlkit.exceptions import ParseError, TOMLKitError
 from tomlkit.items import AoT, Comment, Table, Whitespace
 
 try:  # unit tests: plugins/module_utils is on sys.path
+    import containerd_versions
+
     import config_merge
 except ImportError:  # pragma: no cover - controller: load the sibling file by path
 
@@ -58,15 +83,28 @@ except ImportError:  # pragma: no cover - controller: load the sibling file by p
         return module
 
     config_merge = _load_sibling("config_merge")
+    containerd_versions = _load_sibling("containerd_versions")
 
 DEFAULT_PATH = "/etc/containerd/config.toml"
 DEFAULT_DROPIN_DIR = "/etc/containerd/conf.d"
 DEFAULT_RUNTIME_TYPE = "io.containerd.runc.v2"
-SUPPORTED_VERSIONS = (1, 2, 3)
+SUPPORTED_VERSIONS = (1, 2, 3, 4)
 CRI_TABLES = {
     1: ("plugins", "cri"),
     2: ("plugins", "io.containerd.grpc.v1.cri"),
     3: ("plugins", "io.containerd.cri.v1.runtime"),
+    4: ("plugins", "io.containerd.cri.v1.runtime"),  # same names as 3 (see the module docstring)
+}
+SUPPORTED_TEXT = (
+    "1 (no version key, containerd 1.x), 2 (containerd 1.x and 2.x), 3 (containerd 2.x) and 4 (containerd 2.3+)"
+)
+# serviceMigrate (cmd/containerd/server/config/config.go, v2.3.4): the top-level tables of a file below version 4
+# that containerd reads as these plugins' tables instead
+SERVICE_PLUGINS = {
+    "grpc": ("io.containerd.server.v1.grpc", "io.containerd.server.v1.grpc-tcp", "io.containerd.server.v1.ttrpc"),
+    "ttrpc": ("io.containerd.server.v1.ttrpc",),
+    "debug": ("io.containerd.server.v1.debug",),
+    "metrics": ("io.containerd.server.v1.metrics", "io.containerd.metrics.v1.grpc-prometheus"),
 }
 DROPIN_MIN_CONTAINERD = (2, 0)
 DROPIN_HEADER = (
@@ -89,6 +127,7 @@ __all__ = [
     "config_version",
     "default_dropin_path",
     "dotted_key",
+    "empty_version_for",
     "ensure_import",
     "parse_containerd_version",
     "parse_document",
@@ -208,7 +247,7 @@ def config_version(doc, path: str, empty_version: int = 2) -> int:
     if "version" not in doc:
         return 1
     version = doc["version"].unwrap() if hasattr(doc["version"], "unwrap") else doc["version"]
-    supported = "1 (no version key, containerd 1.x), 2 (containerd 1.x and 2.x) and 3 (containerd 2.x)"
+    supported = SUPPORTED_TEXT
     if isinstance(version, bool) or not isinstance(version, int):
         raise ContainerdConfigError(
             f"{path}: the top-level 'version' must be an integer, found {version!r}. "
@@ -226,7 +265,9 @@ def config_version(doc, path: str, empty_version: int = 2) -> int:
 def table_paths(version: int) -> TablePaths:
     """Key paths of the CRI table, its ``containerd`` table and the runtimes table for ``version``."""
     if version not in CRI_TABLES:
-        raise ContainerdConfigError(f"containerd config version {version} is not supported (supported: 1, 2, 3)")
+        raise ContainerdConfigError(
+            f"containerd config version {version} is not supported (supported: {SUPPORTED_TEXT})"
+        )
     cri = CRI_TABLES[version]
     return TablePaths(cri=cri, containerd=(*cri, "containerd"), runtimes=(*cri, "containerd", "runtimes"))
 
@@ -271,6 +312,11 @@ def check_dropin_allowed(containerd_version: tuple | None, path: str) -> None:
             f"of {path} (runc's SystemdCgroup among them). Use method=inplace, which merges into {path} itself; "
             "drop-ins are only safe from containerd 2.0, which deep-merges imported tables."
         )
+
+
+def empty_version_for(containerd_version: tuple | None) -> int:
+    """The config version an empty or new file gets where ``containerd_version`` runs (containerd_versions)."""
+    return containerd_versions.config_version_for(containerd_version)
 
 
 def default_dropin_path(runtime: Mapping | None) -> str:
@@ -717,7 +763,7 @@ def plan_inplace(
 ) -> Outcome:
     """Merge ``request`` into the config ``text`` of ``path`` (method=inplace); nothing is written here.
 
-    ``empty_version`` is the version an empty file is written as (2, or 3 where containerd 2.x runs);
+    ``empty_version`` is the version an empty file is written as (empty_version_for: the node's containerd's);
     its ``version`` key is written too, because containerd reads a file without one as version 1.
     ``source_label`` names the text in error messages when it is not the file itself (e.g. the output of
     ``containerd config default``). ``existed=False`` marks a file that is created (always changed).
@@ -856,13 +902,16 @@ def _differences(before: Mapping, after: Mapping) -> list:
 def _settings_tails(settings: Mapping | None) -> list:
     """The key paths of ``settings`` below their plugin table (``plugins.<id>.a.b`` -> ``(a, b)``), and whole
     paths of top-level settings: containerd 2.x moves a version 2 file's CRI settings to other plugin ids
-    (``io.containerd.grpc.v1.cri`` -> ``io.containerd.cri.v1.runtime`` / ``.images``) when it reads it."""
+    (``io.containerd.grpc.v1.cri`` -> ``io.containerd.cri.v1.runtime`` / ``.images``) when it reads it, and
+    containerd 2.3 a file's top-level ``grpc``/``ttrpc``/``debug``/``metrics`` to its server plugins
+    (SERVICE_PLUGINS)."""
     tails = []
     for path, _value in _leaves(dict(settings or {})):
         if len(path) >= 3 and path[0] == "plugins":
             tails.append(("plugins", None, *path[2:]))
         elif path:
             tails.append(tuple(path))
+            tails.extend(("plugins", plugin) for plugin in SERVICE_PLUGINS.get(path[0], ()))
     return tails
 
 
@@ -1018,6 +1067,6 @@ def verify_reading(
         + "; ".join(problems)
         + f". {wrote}, but containerd reads its runtimes from {read_runtimes}{said}. A file whose 'version' does not"
         " match its table names (e.g. version = 2 with io.containerd.cri.v1.runtime tables, as some cloud images"
-        " ship for containerd 2.x) is read otherwise than it looks: make 'version' match the table names (3 for"
-        f" io.containerd.cri.v1.* tables), then run again. {path} was left as it was."
+        " ship for containerd 2.x) is read otherwise than it looks: make 'version' match the table names (3, or 4"
+        f" on containerd 2.3, for io.containerd.cri.v1.* tables), then run again. {path} was left as it was."
     )

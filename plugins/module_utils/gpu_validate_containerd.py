@@ -14,6 +14,13 @@ import json
 import os
 import re
 
+from ansible.module_utils.containerd_versions import (
+    AICR_1688,
+    DROPIN_RULE_SINCE,
+    dropin_version_conflicts,
+    file_version,
+    load_order,
+)
 from ansible.module_utils.gpu_validate_containers import (
     ALLOWED_DEFAULT_FIX,
     COUNT_DEVICES,
@@ -26,7 +33,7 @@ from ansible.module_utils.gpu_validate_containers import (
 )
 from ansible.module_utils.gpu_validate_doors import annotation_passthrough
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
-from ansible.module_utils.gpu_validate_logic import runtime_config
+from ansible.module_utils.gpu_validate_logic import TomlError, runtime_config, toml_tables, version_tuple
 from ansible.module_utils.systemd_units import main_start_argv, main_start_us
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
@@ -98,6 +105,7 @@ def containerd_site(node: dict, host: Node) -> dict:
         template = agent_containerd.get("template") or (agent_containerd.get("templates") or [""])[-1]
         return {
             "installer": name,
+            "config": config or "",
             "dump": [agent_containerd["binary"], "--config", config or "", "config", "dump"],
             "ctr": [ctr, "--address", socket],
             "crictl": [crictl, "--runtime-endpoint", f"unix://{socket}"] if crictl else None,
@@ -115,6 +123,7 @@ def containerd_site(node: dict, host: Node) -> dict:
     facts = (node.get("runtimes") or {}).get("containerd") or {}
     site = {
         "installer": name,
+        "config": CONTAINERD_CONFIG,
         "dump": [facts.get("binary") or "containerd", "config", "dump"],
         "ctr": ["ctr"],
         "crictl": ["crictl", "--runtime-endpoint", CONTAINERD_SOCKET] if host.which("crictl", []) else None,
@@ -140,6 +149,27 @@ def containerd_site(node: dict, host: Node) -> dict:
     return site
 
 
+def config_versions(root: str, host: Node) -> dict:
+    """The config files containerd reads, as they are on disk: {"root", "files": [(path, version)] in containerd's
+    load order (containerd_versions.load_order; version 0: no version key), "unreadable": [paths that are missing
+    or not TOML]}. The files, not `config dump`: containerd 2.3 dumps version 4 whatever they say."""
+    unreadable = []
+
+    def read_parsed(path):
+        text = host.read(path)
+        if text is not None:
+            try:
+                return toml_tables(text)
+            except TomlError:
+                pass
+        unreadable.append(path)
+        return None
+
+    order = load_order(root, read_parsed, host.glob) if root else []
+    files = [(path, file_version(parsed)) for path, parsed in order if parsed is not None]
+    return {"root": root, "files": files, "unreadable": unreadable}
+
+
 def containerd_state(params: dict, node: dict, host: Node) -> dict:
     """What containerd reports: its configuration dump, the running daemon (CRI plugin, start time against the
     config files' mtime, crictl) and whether the test image is there."""
@@ -161,6 +191,7 @@ def containerd_state(params: dict, node: dict, host: Node) -> dict:
         # pod_annotations / container_annotations of the nvidia runtime (None: no dump)
         "passthrough": annotation_passthrough(out, params["runtime_name"]) if rc == 0 else None,
         "id": new_run_id(),
+        "versions": config_versions(site["config"], host),
     }
     if not running:
         return state
@@ -245,7 +276,53 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
                 ALLOWED_DEFAULT_FIX,
             )
         )
+    rows.append(containerd_versions_row(node, containerd))
     return rows + containerd_container_rows(params, node, containerd, run, isolation)
+
+
+def _version_said(version: int) -> str:
+    return f"version {version}" if version > 0 else "no version key (1)"
+
+
+def containerd_versions_row(node: dict, containerd: dict) -> dict:
+    """No imported file (drop-in) with a higher config version than the root file that imports it, on disk
+    (containerd_versions: containerd 2.3 refuses to start then; NVIDIA's toolkit <= 1.19.1 wrote such files)."""
+    check = "containerd: drop-in versions"
+    versions = containerd.get("versions") or {}
+    root, files = versions.get("root") or CONTAINERD_CONFIG, versions.get("files") or []
+    if not files:
+        return table_row(check, "skipped", f"{root} does not exist or cannot be read: no drop-ins to compare")
+    conflicts = dropin_version_conflicts([(path, version) for path, version in files if version >= 0])
+    if conflicts:
+        path, version, above = conflicts[0]
+        running = version_tuple(((node.get("runtimes") or {}).get("containerd") or {}).get("version"))
+        effect = (
+            f"containerd {'.'.join(map(str, running))} refuses to start (drop-in config version {version} higher than"
+            f" root config version {above})"
+            if running is not None and running[:2] >= DROPIN_RULE_SINCE
+            else "containerd 2.3 refuses to start with it, and older releases read the root file's tables as version"
+            f" {version} (containerd commit 21248d00)"
+        )
+        more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
+        return table_row(
+            check,
+            "fail",
+            f"{path}{more} has config version {version} on disk, above {above} of {root} that imports it: {effect}",
+            f"Write version = {above} in {path} with version {above}'s table names (or migrate {root} with"
+            f" containerd config migrate), then restart containerd; {AICR_1688}. Upgrade it, or let site.yml --tags"
+            " runtime write the runtime (its drop-in takes the root file's version)",
+        )
+    unreadable = versions.get("unreadable") or []
+    said = f"; cannot read {', '.join(unreadable)}" if unreadable else ""
+    status = "warn" if unreadable else "ok"
+    imported = len(files) - 1
+    if not imported:
+        return table_row(check, status, f"{root}: {_version_said(files[0][1])}, imports no file{said}")
+    return table_row(
+        check,
+        status,
+        f"{root}: {_version_said(files[0][1])}; its {imported} imported file(s) are not above it (on disk){said}",
+    )
 
 
 def containerd_cri_row(containerd: dict) -> dict:

@@ -115,6 +115,25 @@ def module_runner():
     return run_module
 
 
+UPSTREAM_VARIABLE = "GPUNODE_UPSTREAM_DIR"
+
+
+@pytest.fixture(scope="session")
+def upstream_dir() -> Path:
+    """The directory of upstream builds the tests take as inputs (containerd, CRI-O, NVIDIA's toolkit, each with its
+    BUILD.md): $GPUNODE_UPSTREAM_DIR, else <project>/../shared/upstream. Missing: the test fails, naming the
+    variable (never a skip)."""
+    named = os.environ.get(UPSTREAM_VARIABLE)
+    path = Path(named) if named else ROOT.parent / "shared" / "upstream"
+    if not path.is_dir():
+        pytest.fail(
+            f"the upstream builds are not at {path}: set {UPSTREAM_VARIABLE} to the directory that holds containerd/,"
+            " cri-o/ and nvidia-container-toolkit/ (built from source, see their BUILD.md)",
+            pytrace=False,
+        )
+    return path
+
+
 @pytest.fixture(scope="module", autouse=True)
 def module_payloads_compiled_once(tmp_path_factory):
     """The playbooks these tests run against this machine (ansible-playbook, ansible-doc and the modules they start)

@@ -294,13 +294,15 @@ def test_explicit_runtime_options_are_merged_over_copied_ones():
 # --------------------------------------------------------------------------- errors and empty files
 
 
-def test_version_4_fails_naming_file_version_and_supported_versions():
+def test_an_unknown_version_fails_naming_file_version_and_supported_versions():
     with pytest.raises(ct.ContainerdConfigError) as err:
-        ct.plan_inplace("version = 4\n[plugins]\n", PATH, ct.Request(runtime=NVIDIA))
+        ct.plan_inplace("version = 5\n[plugins]\n", PATH, ct.Request(runtime=NVIDIA))
     message = str(err.value)
     assert PATH in message
-    assert "version 4" in message
-    assert "supported: 1 (no version key, containerd 1.x), 2 (containerd 1.x and 2.x) and 3" in message
+    assert "version 5" in message
+    assert (
+        "supported: 1 (no version key, containerd 1.x), 2 (containerd 1.x and 2.x), 3 (containerd 2.x) and 4" in message
+    )
 
 
 def test_non_integer_version_fails():
@@ -349,7 +351,7 @@ def test_a_missing_file_is_always_written():
 def test_source_label_names_the_text_in_errors():
     with pytest.raises(ct.ContainerdConfigError, match=r"^/etc/c.toml \(from containerd config default\) uses"):
         ct.plan_inplace(
-            "version = 4\n", "/etc/c.toml", ct.Request(), source_label="/etc/c.toml (from containerd config default)"
+            "version = 5\n", "/etc/c.toml", ct.Request(), source_label="/etc/c.toml (from containerd config default)"
         )
 
 
@@ -745,11 +747,11 @@ def test_action_without_containerd_needs_when_missing_empty_and_skips_validation
     assert plain(node.files[PATH])["version"] == 2
 
 
-def test_action_fails_on_version_4_without_writing():
-    node = FakeNode({PATH: "version = 4\n"})
+def test_action_fails_on_an_unknown_version_without_writing():
+    node = FakeNode({PATH: "version = 5\n"})
     result = run_action(node, {"runtime": NVIDIA})
     assert result["failed"] is True
-    assert f"{PATH} uses containerd config version 4" in result["msg"]
+    assert f"{PATH} uses containerd config version 5" in result["msg"]
     assert node.copies == []
 
 

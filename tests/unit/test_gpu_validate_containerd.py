@@ -85,6 +85,11 @@ CTRD = {
     "image": True,
     "cri": {"cri": "ok", "started": "1700000100.000000", "written": "1700000050.000000000", "written_file": ""},
     "id": "gpu-validate-x",
+    "versions": {
+        "root": "/etc/containerd/config.toml",
+        "files": [("/etc/containerd/config.toml", 2)],
+        "unreadable": [],
+    },
 }
 CIMG = {"containerd_test_image": "docker.io/library/busybox:latest"}
 C_CRI, C_REG, C_LIVE, C_DEF = (
@@ -94,11 +99,14 @@ C_CRI, C_REG, C_LIVE, C_DEF = (
     "containerd: default runtime",
 )
 C_RUN, C_ISO = "containerd: container via nvidia", "containerd: GPU isolation (nvidia)"
+C_VER = "containerd: drop-in versions"
+VERSIONS_OK = row(C_VER, "ok", "/etc/containerd/config.toml: version 2, imports no file")
 CONTAINERD_OK = [
     row(C_CRI, "ok", "ctr plugins ls: cri ok (the kubelet can run pods)"),
     row(C_REG, "ok", "runtimes.nvidia in the effective configuration"),
     row(C_LIVE, "ok", "containerd started after its config files were last written"),
     row(C_DEF, "ok", "runc (nvidia is not the default)"),
+    VERSIONS_OK,
     row(C_RUN, "ok", "ctr run --runc-binary /usr/bin/nvidia-container-runtime docker.io/library/busybox:latest true"),
     row(C_ISO, "ok", "NVIDIA_VISIBLE_DEVICES=all, no GPU requested: no /dev/nvidia* device"),
 ]
@@ -173,6 +181,7 @@ NOT_RUNNING = ("containerd is not running", "Start containerd (systemctl start c
                     " images do) can get GPUs, also pods that request none",
                     "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime",
                 ),
+                VERSIONS_OK,
                 row(
                     C_RUN, "fail", "no answer within 120 s", "Look for a hanging runtime hook: journalctl -u containerd"
                 ),
