@@ -23,7 +23,8 @@ on (nri_enabled: container_manager == 'containerd'), and the pause image of kube
   kubespray-rerender-standin [--no-restart]
       inventory: /etc/gpunode-standin/kubespray-inventory.json when it exists, with the keys
       containerd_additional_runtimes (list), containerd_default_runtime (default "runc"), enable_cdi and
-      containerd_version (default: kubespray v2.24-v2.27's version 2 render).
+      containerd_version (default: kubespray v2.24-v2.27's version 2 render); from containerd 2.0 on also
+      containerd_extra_runtime_args (a mapping written into the CRI runtime table, as kubespray's template does).
 
 Never shipped in a role.
 """
@@ -177,6 +178,11 @@ def render_2x(inventory: dict) -> str:
     release = _release(inventory["containerd_version"])
     cri = 'plugins."io.containerd.cri.v1.runtime".containerd'
     out = f"version = {4 if release >= (2, 3) else 3}\n" + HEAD_2X + (CDI if inventory.get("enable_cdi") else "")
+    for key, value in inventory.get("containerd_extra_runtime_args", {}).items():  # the template's types
+        if isinstance(value, bool):
+            out += f"    {key} = {str(value).lower()}\n"
+        else:
+            out += f'    {key} = "{value}"\n' if isinstance(value, str) else f"    {key} = {value}\n"
     out += f'\n   [{cri}]\n     default_runtime_name = "{inventory.get("containerd_default_runtime", "runc")}"\n'
     out += f"     [{cri}.runtimes]\n"
     for runtime in [RUNC_2X, *inventory.get("containerd_additional_runtimes", [])]:
