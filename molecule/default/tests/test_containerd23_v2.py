@@ -13,7 +13,6 @@ to start) fails it; gone, the row is ok again. The node gets its in-place config
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import tomllib
@@ -29,7 +28,7 @@ sys.path.insert(0, str(SCENARIO.parents[1]))
 from playbook_runner import folded, recap, run_playbook
 
 from tests.cri.client import CriClient, node_socket
-from tests.cri.doors import log_since, log_size
+from tests.cri.doors import doctor, log_since, log_size
 
 testinfra_hosts = ["ansible://site-ubuntu2404"]
 CONFIG = "/etc/containerd/config.toml"
@@ -39,8 +38,6 @@ DROPIN = f"{CONF_D}/99-nvidia.toml"
 OTHER_TOOL = f"{CONF_D}/50-gpunode-test-other-tool.toml"
 RUNTIME = "/usr/bin/nvidia-container-runtime"
 IMAGE = "docker.io/gpunode-test/busybox:latest"
-REPORT = "/var/lib/gpu-node-provisioning/validate.json"
-VALIDATE = SCENARIO.parents[1] / "playbooks" / "validate.yml"
 RUNTIME_ONLY = ("--tags", "runtime")  # the toolkit role's runtime registration (runtime_config) alone
 DROPIN_METHOD = {"runtime_config_containerd_method": "dropin"}
 
@@ -98,9 +95,8 @@ def _nvidia_is_runc_with_only_the_binary_replaced(host) -> None:
 
 
 def _doctor(host) -> dict[str, dict]:
-    run = run_playbook(host, VALIDATE, {"gpu_validate_fail_on_error": False})
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-    return {c["check"]: c for c in json.loads(host.file(REPORT).content_string)["checks"]}
+    """The doctor's containerd rows (gpu_validate_checks, family containerd), without touching site.yml's report."""
+    return doctor(host, ["containerd"], families=("containerd",), containerd_test_image=IMAGE)
 
 
 def _dropin_version_row(checks: dict[str, dict]) -> dict:
@@ -166,8 +162,7 @@ def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host):
 
 @pytest.fixture
 def original_version_2_file(host):
-    """The node back on the admin's version 2 file (what site.yml started from); after, its in-place config and
-    the doctor's report of it."""
+    """The node back on the admin's version 2 file (what site.yml started from), and its in-place config after."""
     saved = host.check_output(f"base64 -w0 {CONFIG}")
     host.check_output(f"cat {BEFORE} > {CONFIG} && rm -rf {CONF_D} && systemctl restart containerd")
     _cri_ready(host)
@@ -175,7 +170,6 @@ def original_version_2_file(host):
     host.check_output(f"rm -rf {CONF_D} && echo {saved} | base64 -d > {CONFIG} && systemctl restart containerd")
     _cri_ready(host)
     assert _effective(host)["runtimes"]["nvidia"]["options"]["BinaryName"] == RUNTIME
-    _doctor(host)  # the report test_site.py reads: of the node as site.yml left it
 
 
 @pytest.mark.usefixtures("original_version_2_file")
