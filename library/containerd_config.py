@@ -31,11 +31,16 @@ description:
     O(runtime.name) the default runtime while O(default_runtime) does not ask for it, or gives O(runtime.name)
     another C(BinaryName); the message names the key and what to remove.
   - The tables follow the file's config version. Version 1 (no C(version) key) uses C(plugins.cri),
-    version 2 C(plugins."io.containerd.grpc.v1.cri"), version 3 (containerd 2.x)
-    C(plugins."io.containerd.cri.v1.runtime"). Runtimes live under C(<that table>.containerd.runtimes),
-    C(default_runtime_name) under C(<that table>.containerd), C(enable_cdi) and C(cdi_spec_dirs) in that table.
-  - An empty file counts as version 2 (version 3 where containerd 2.x is installed) and gets a C(version) key
-    written. Any other version (for example 4, introduced by containerd 2.3) fails and changes nothing.
+    version 2 C(plugins."io.containerd.grpc.v1.cri"), versions 3 (containerd 2.x) and 4 (containerd 2.3, the
+    same CRI table names as 3) C(plugins."io.containerd.cri.v1.runtime"). Runtimes live under
+    C(<that table>.containerd.runtimes), C(default_runtime_name) under C(<that table>.containerd), C(enable_cdi)
+    and C(cdi_spec_dirs) in that table.
+  - containerd 2.3 migrates every file to version 4 in memory, so C(config dump) prints version 4 with
+    C(io.containerd.cri.v1.*) tables whatever the file says; the file keeps its own version and table names,
+    and containerd's reading of the candidate is checked by the dump's version. A version 2 file kept through
+    an upgrade to containerd 2.3 is edited as version 2.
+  - An empty file counts as the version the node's containerd writes (2; 3 from containerd 2.0; 4 from 2.3)
+    and gets a C(version) key written. Any other version fails and changes nothing.
   - The file is written only when its parsed value changes, never for formatting alone. It is written through
     M(config_file_write) (atomic replace, O(backup), owner/group/mode) after containerd parsed the candidate
     (O(validate)). C(--check) computes and reports the change and writes nothing; C(--diff) shows it.
@@ -128,10 +133,12 @@ options:
   method:
     description:
       - V(inplace) merges into O(path) itself. Works with every containerd version.
-      - V(dropin) writes the settings to O(dropin_path) (only our tables, with the same config version as O(path))
-        and makes sure the top-level C(imports) of O(path) covers it. Allowed only for containerd 2.0 and later;
-        containerd 1.x replaces a whole C(plugins.<id>) table with the imported one, so a drop-in that adds a
-        runtime would wipe the CRI settings of O(path) (runc's C(SystemdCgroup) among them).
+      - V(dropin) writes the settings to O(dropin_path) (only our tables, with the same config version as O(path)
+        on disk, never the version C(config dump) reports, because containerd 2.3 refuses to start with a drop-in
+        whose version is above its root file's) and makes sure the top-level C(imports) of O(path) covers it.
+        Allowed only for containerd 2.0 and later; containerd 1.x replaces a whole C(plugins.<id>) table with the
+        imported one, so a drop-in that adds a runtime would wipe the CRI settings of O(path) (runc's
+        C(SystemdCgroup) among them).
     type: str
     choices: [inplace, dropin]
     default: inplace
@@ -144,7 +151,8 @@ options:
   containerd_version:
     description:
       - containerd version to assume, for example V(2.1.4). By default it is read from C(containerd --version)
-        on the node. Decides whether O(method=dropin) is allowed and which version an empty file gets.
+        on the node. Decides whether O(method=dropin) is allowed and which version an empty file gets (4 from
+        containerd 2.3).
     type: str
   validate:
     description:
@@ -242,7 +250,7 @@ method:
   type: str
   sample: inplace
 version:
-  description: Config version of the main file (1, 2 or 3); also the version of the drop-in.
+  description: Config version of the main file (1, 2, 3 or 4) on disk; also the version of the drop-in.
   returned: success
   type: int
   sample: 2

@@ -136,6 +136,12 @@ options:
     type: list
     elements: str
     default: []
+  containerd_config:
+    description:
+      - "The system containerd's root config file, whose config version and imported files (drop-ins, on disk) the
+        row C(containerd: drop-in versions) compares. RKE2/k3s nodes use the installer's generated config instead."
+    type: path
+    default: /etc/containerd/config.toml
   crio_test_image:
     description:
       - An image present in CRI-O's image store (never pulled) with sh, ls and wc; empty skips CRI-O's test pods.
@@ -372,6 +378,7 @@ ARGUMENT_SPEC = dict(
     containerd_test_image=dict(type="str", default=""),
     containerd_namespace=dict(type="str", default="default"),
     containerd_run_options=dict(type="list", elements="str", default=[]),
+    containerd_config=dict(type="path", default="/etc/containerd/config.toml"),
     crio_test_image=dict(type="str", default=""),
     runtime_binary=dict(type="path", required=True),
     nvidia_default_allowed=dict(type="bool", default=False),

@@ -12,15 +12,18 @@ from the file's own style).
 
 Tables per config version (see shared REFERENCE.md):
 
-=======  ===========================================  ==============================  =================
+=======  ===========================================  ===============================  ==================
 version  CRI table (enable_cdi, cdi_spec_dirs)        runtimes / default_runtime_name  written by
-=======  ===========================================  ==============================  =================
-1        ``plugins.cri``                              ``<cri>.containerd.runtimes`` /  containerd 1.0
+=======  ===========================================  ===============================  ==================
+1        ``plugins.cri``                              ``<cri>.containerd.runtimes`` /  containerd < 1.3
                                                       ``<cri>.containerd``
-2        ``plugins."io.containerd.grpc.v1.cri"``      same, under the CRI table        containerd 1.x
+2        ``plugins."io.containerd.grpc.v1.cri"``      same, under the CRI table        containerd 1.3-1.7
 3        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.0-2.2
 4        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.3+
-=======  ===========================================  ==============================  =================
+=======  ===========================================  ===============================  ==================
+
+(written by: ``containerd config default``, cmd/containerd/command/config.go at v1.3.0 and v1.7.0 sets version 2;
+version/version.go ``ConfigVersion`` is 3 at v2.0.0 and v2.2.7, 4 at v2.3.0 and v2.3.4.)
 
 A file without a ``version`` key is version 1; an empty file (nothing but
 comments and blank lines) counts as the version the node's containerd writes

@@ -8,7 +8,8 @@ library only, Python 3.8+.
 
 Facts (containerd v2.3.4, commit db8809540e1a7a9da5d518876894933ff55692ab, unless another tag is named):
 
-- version/version.go: ``ConfigVersion = 4`` (2.0 to 2.2: 3; 1.x: 2). ``containerd config default`` writes it.
+- version/version.go: ``ConfigVersion = 4`` (3 at v2.0.0 and v2.2.7); ``containerd config default`` writes it.
+  containerd 1.3 to 1.7 write version 2 (cmd/containerd/command/config.go at v1.3.0 and v1.7.0).
 - cmd/containerd/server/config/config.go, ``LoadConfigWithPlugins``: the root file, then its ``imports`` (each
   path cleaned, a relative one joined to the importing file's directory, a ``*`` pattern globbed,
   ``resolveImports``), breadth first, each file once. Every file is migrated on its own, in memory, up to

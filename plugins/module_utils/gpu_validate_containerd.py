@@ -86,8 +86,9 @@ def agent_managed(installer: dict) -> bool:
     return ((installer or {}).get("containerd") or {}).get("config_regenerated") == "agent start"
 
 
-def containerd_site(node: dict, host: Node) -> dict:
-    """Where this node's containerd is and how to reach it: the installer's (RKE2/k3s) or the system's."""
+def containerd_site(node: dict, host: Node, config: str = CONTAINERD_CONFIG) -> dict:
+    """Where this node's containerd is and how to reach it: the installer's (RKE2/k3s) or the system's (whose root
+    config file is ``config``)."""
     installer = node.get("installer") or {}
     name = installer.get("name") or "unknown"
     agent_containerd = installer.get("containerd") or {}
@@ -123,7 +124,7 @@ def containerd_site(node: dict, host: Node) -> dict:
     facts = (node.get("runtimes") or {}).get("containerd") or {}
     site = {
         "installer": name,
-        "config": CONTAINERD_CONFIG,
+        "config": config,
         "dump": [facts.get("binary") or "containerd", "config", "dump"],
         "ctr": ["ctr"],
         "crictl": ["crictl", "--runtime-endpoint", CONTAINERD_SOCKET] if host.which("crictl", []) else None,
@@ -173,7 +174,7 @@ def config_versions(root: str, host: Node) -> dict:
 def containerd_state(params: dict, node: dict, host: Node) -> dict:
     """What containerd reports: its configuration dump, the running daemon (CRI plugin, start time against the
     config files' mtime, crictl) and whether the test image is there."""
-    site = containerd_site(node, host)
+    site = containerd_site(node, host, params.get("containerd_config") or CONTAINERD_CONFIG)
     running = site["running"]
     rc, out, err = host.run(site["dump"])
     config = runtime_config(out)
@@ -300,17 +301,18 @@ def containerd_versions_row(node: dict, containerd: dict) -> dict:
             f"containerd {'.'.join(map(str, running))} refuses to start (drop-in config version {version} higher than"
             f" root config version {above})"
             if running is not None and running[:2] >= DROPIN_RULE_SINCE
-            else "containerd 2.3 refuses to start with it, and older releases read the root file's tables as version"
-            f" {version} (containerd commit 21248d00)"
+            else f"containerd 2.3 refuses to start with it; 2.0 to 2.2 merge the files as version {version} and leave"
+            " the root file's tables unmigrated (the reason given in containerd commit 21248d00)"
         )
+        unit = (containerd.get("site") or {}).get("unit") or "containerd"
         more = f" (and {len(conflicts) - 1} more)" if len(conflicts) > 1 else ""
         return table_row(
             check,
             "fail",
             f"{path}{more} has config version {version} on disk, above {above} of {root} that imports it: {effect}",
             f"Write version = {above} in {path} with version {above}'s table names (or migrate {root} with"
-            f" containerd config migrate), then restart containerd; {AICR_1688}. Upgrade it, or let site.yml --tags"
-            " runtime write the runtime (its drop-in takes the root file's version)",
+            f" containerd config migrate), then restart {unit}; {AICR_1688}. Upgrade the toolkit, or let site.yml"
+            " --tags runtime write the runtime (its drop-in takes the root file's version)",
         )
     unreadable = versions.get("unreadable") or []
     said = f"; cannot read {', '.join(unreadable)}" if unreadable else ""

@@ -118,12 +118,11 @@ def module_runner():
 UPSTREAM_VARIABLE = "GPUNODE_UPSTREAM_DIR"
 
 
-@pytest.fixture(scope="session")
-def upstream_dir() -> Path:
+def upstream_path(environ=os.environ) -> Path:
     """The directory of upstream builds the tests take as inputs (containerd, CRI-O, NVIDIA's toolkit, each with its
     BUILD.md): $GPUNODE_UPSTREAM_DIR, else <project>/../shared/upstream. Missing: the test fails, naming the
     variable (never a skip)."""
-    named = os.environ.get(UPSTREAM_VARIABLE)
+    named = environ.get(UPSTREAM_VARIABLE)
     path = Path(named) if named else ROOT.parent / "shared" / "upstream"
     if not path.is_dir():
         pytest.fail(
@@ -132,6 +131,12 @@ def upstream_dir() -> Path:
             pytrace=False,
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def upstream_dir() -> Path:
+    """upstream_path() for the tests that run upstream's builds (e.g. containerd 2.3.4 as the oracle)."""
+    return upstream_path()
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -17,6 +17,7 @@ import containerd_toml as ct
 import containerd_versions as cv
 import pytest
 import tomlkit
+from conftest import UPSTREAM_VARIABLE, upstream_path
 from test_containerd_toml import PATH, FakeNode, removed_lines, run_action
 
 from config_merge import get_path
@@ -80,6 +81,13 @@ def assert_nvidia_not_default(read: dict) -> None:
     assert nvidia["options"]["BinaryName"] == BINARY
     assert nvidia["runtime_type"] == "io.containerd.runc.v2"
     assert get_path(read, V4_DEFAULT) == "runc"
+
+
+def test_the_upstream_directory_comes_from_the_variable_else_beside_the_project_and_never_skips(tmp_path):
+    assert upstream_path({UPSTREAM_VARIABLE: str(tmp_path)}) == tmp_path
+    assert upstream_path({}) == Path(__file__).resolve().parents[3] / "shared" / "upstream"
+    with pytest.raises(pytest.fail.Exception, match=rf"not at {tmp_path}/none: set {UPSTREAM_VARIABLE} to the dir"):
+        upstream_path({UPSTREAM_VARIABLE: str(tmp_path / "none")})
 
 
 # --------------------------------------------------------------------------- version 4 as 2.3 writes it
@@ -309,3 +317,89 @@ def test_the_action_says_what_to_do_when_containerd_refuses_a_dropin_above_its_r
     assert REFUSAL in result["msg"]
     assert "set that drop-in's version (and its table names) to version 2" in result["msg"], result["msg"]
     assert "NVIDIA/aicr#1688" in result["msg"]
+
+
+def test_our_dropin_found_above_its_roots_version_is_rewritten_at_the_roots(containerd, tmp_path):
+    """A drop-in at our path with version 4 over a version 2 root (as NVIDIA's toolkit <= 1.19.1 left
+    conf.d/99-nvidia.toml): the plan renders it again at version 2, which containerd 2.3 accepts."""
+    root, dropin = tmp_path / "config.toml", tmp_path / "conf.d" / "99-nvidia.toml"
+    root_plan, first = ct.plan_dropin(V2_KEPT, str(root), None, str(dropin), ct.Request(runtime=NVIDIA), 4)
+    write(root, root_plan.after)
+    stale = first.after.replace("version = 2", "version = 4", 1)
+    assert stale != first.after
+    write(dropin, stale)
+    assert "higher than root config version 2" in dump(containerd, root).stderr
+    _root, again = ct.plan_dropin(root_plan.after, str(root), stale, str(dropin), ct.Request(runtime=NVIDIA), 4)
+    assert again.changed and tomlkit.parse(again.after)["version"] == 2
+    write(dropin, again.after)
+    assert_nvidia_not_default(reading(containerd, root))
+
+
+# --------------------------------------------------------------------------- the whole action, containerd 2.3.4 reading
+
+
+class RealContainerdNode(FakeNode):
+    """The node as the action sees it (FakeNode's files, slurp and writes), but every `containerd` command the action
+    runs (`config default`, the current file's and the candidates' `config dump`, the staged drop-in pair) runs the
+    real containerd 2.3.4 on a copy of the node's files under ``tmp``: node paths (/etc/containerd, the remote
+    temporary directory) prefixed with it in the commands and in the files' imports, stripped again from what
+    containerd prints."""
+
+    PREFIXES = ("/etc/containerd", "/root/.ansible")
+
+    def __init__(self, files: dict, binary: Path, tmp: Path):
+        super().__init__(files, containerd=CONTAINERD_2_3)
+        self.binary, self.tmp, self.ran = binary, tmp, []
+
+    def materialize(self) -> None:
+        for path, text in [*self.files.items(), *self.transferred.items()]:
+            write(Path(f"{self.tmp}{path}"), self.on_tmp(text))
+        Path(f"{self.tmp}/root/.ansible/tmp/ansible-tmp-1").mkdir(parents=True, exist_ok=True)
+
+    def on_tmp(self, text: str) -> str:
+        for prefix in self.PREFIXES:
+            text = text.replace(prefix, f"{self.tmp}{prefix}")
+        return text
+
+    def low_level(self, cmd, sudoable=True, **kwargs):
+        if "containerd" not in cmd or cmd.endswith("--version"):
+            return super().low_level(cmd, sudoable, **kwargs)
+        self.commands.append(cmd)
+        self.ran.append(cmd)
+        self.materialize()
+        real = self.on_tmp(cmd.replace("/usr/bin/containerd", str(self.binary)))
+        done = subprocess.run(real, shell=True, capture_output=True, text=True, check=False)
+        return {"rc": done.returncode, "stdout": done.stdout.replace(str(self.tmp), ""), "stderr": done.stderr}
+
+
+@pytest.mark.parametrize("method", ["inplace", "dropin"])
+@pytest.mark.parametrize("root", ["2.3's config default (version 4)", "a version 2 file kept"])
+def test_the_action_on_containerd_2_3_4_both_methods_both_roots(containerd, upstream_dir, tmp_path, method, root):
+    text = (upstream_dir / "containerd" / "config-default-v4.toml").read_text() if "default" in root else V2_KEPT
+    node = RealContainerdNode({PATH: text}, containerd, tmp_path / "node")
+    args = {"runtime": NVIDIA, "method": method, "unset_default": True, "enable_cdi": True}
+    result = run_action(node, args)
+    assert result.get("failed") is not True, result.get("msg")
+    assert result["changed"] is True and result["version"] == (4 if "default" in root else 2)
+    assert any("config dump" in cmd and "containerd-root-" in cmd for cmd in node.ran) == (method == "dropin")
+    node.materialize()
+    read = reading(containerd, tmp_path / "node" / PATH.lstrip("/"))
+    assert_nvidia_not_default(read)
+    if method == "dropin":
+        dropin = tomlkit.parse(node.files["/etc/containerd/conf.d/99-nvidia.toml"])
+        assert dropin["version"] == tomlkit.parse(text)["version"]  # the root's on disk, never the dump's 4
+    again = run_action(node, args)
+    assert again.get("failed") is not True and again["changed"] is False, again.get("msg")
+
+
+def test_the_action_on_containerd_2_3_4_names_the_fix_for_a_toolkit_dropin_above_the_root(containerd, tmp_path):
+    """NVIDIA's toolkit <= 1.19.1 left conf.d/99-nvidia.toml at version 4 under a version 2 root: containerd 2.3.4
+    refuses the current config, and the action changes nothing and says what to do."""
+    root = V2_KEPT.replace("imports = []", "imports = ['/etc/containerd/conf.d/*.toml']")
+    toolkit = "version = 4\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
+    node = RealContainerdNode({PATH: root, "/etc/containerd/conf.d/99-nvidia.toml": toolkit}, containerd, tmp_path)
+    before = dict(node.files)
+    result = run_action(node, {"runtime": NVIDIA, "method": "dropin"})
+    assert result["failed"] is True and node.files == before and node.copies == []
+    assert "drop-in config version 4 higher than root config version 2" in result["msg"]
+    assert "set that drop-in's version (and its table names) to version 2" in result["msg"]

@@ -15,7 +15,7 @@ import gpu_validate_logic
 import pytest
 import tomlkit
 from conftest import GPU_NODE, FakeNode, params, row
-from gpu_validate_containerd import config_versions, containerd_state, containerd_versions_row
+from gpu_validate_containerd import config_versions, containerd_state, containerd_versions_row, cri_plugins
 from gpu_validate_host import Node
 
 ROOT = "/etc/containerd/config.toml"
@@ -47,14 +47,14 @@ def test_a_dropin_above_its_roots_version_fails_and_says_what_containerd_2_3_doe
         " refuses to start (drop-in config version 4 higher than root config version 2)",
         f"Write version = 2 in {CONFD}/99-nvidia.toml with version 2's table names (or migrate {ROOT} with containerd"
         " config migrate), then restart containerd; NVIDIA's toolkit <= 1.19.1 wrote such drop-ins from config"
-        " dump's version (NVIDIA/aicr#1688). Upgrade it, or let site.yml --tags runtime write the runtime (its"
-        " drop-in takes the root file's version)",
+        " dump's version (NVIDIA/aicr#1688). Upgrade the toolkit, or let site.yml --tags runtime write the runtime"
+        " (its drop-in takes the root file's version)",
     )
     older = _row(files, "2.2.7")
     assert older["status"] == "fail"
     assert older["detail"].endswith(
-        "containerd 2.3 refuses to start with it, and older releases read the root file's tables as version 4"
-        " (containerd commit 21248d00)"
+        "containerd 2.3 refuses to start with it; 2.0 to 2.2 merge the files as version 4 and leave the root"
+        " file's tables unmigrated (the reason given in containerd commit 21248d00)"
     )
     # the mutation undone: the drop-in at the root's version
     files[f"{CONFD}/99-nvidia.toml"] = V4_DROPIN.replace("version = 4", "version = 2")
@@ -165,3 +165,22 @@ def test_the_rows_read_containerd_2_3s_dump(containerd, upstream_dir, tmp_path, 
     assert (state["runtimes"], state["default"]) == (["nvidia", "runc"], "runc")
     assert state["default_entry"] == {"runtime_type": "io.containerd.runc.v2", "binary": ""}
     assert gpu_validate_logic.runtime_config(out)["parsed"] is True
+
+
+# The real `ctr plugins ls` of containerd 2.3.4 (../shared/upstream, a daemon started once on the build machine with
+# its root, state and sockets in a temporary directory, NRI off; the stderr line of cgroup v1's deprecation dropped).
+PLUGINS_2_3 = (Path(__file__).resolve().parents[1] / "fixtures" / "containerd" / "ctr-plugins-ls-2.3.4.txt").read_text()
+
+
+def test_the_cri_row_reads_containerd_2_3s_plugin_list():
+    assert cri_plugins((0, PLUGINS_2_3, "")) == {"cri": "ok"}
+    runtime_failed = PLUGINS_2_3.replace(
+        "io.containerd.cri.v1                      runtime                  linux/amd64    ok",
+        "io.containerd.cri.v1                      runtime                  linux/amd64    error",
+    )
+    assert runtime_failed != PLUGINS_2_3
+    assert cri_plugins((0, runtime_failed, "")) == {"cri": "error", "cri_detail": "io.containerd.cri.v1/runtime=error"}
+    cri = ("io.containerd.cri.v1 ", "io.containerd.grpc.v1                     cri ")
+    without = "\n".join(line for line in PLUGINS_2_3.splitlines() if not line.startswith(cri))
+    assert len(without.splitlines()) == len(PLUGINS_2_3.splitlines()) - 3
+    assert cri_plugins((0, without, "")) == {"cri": "error", "cri_detail": "no CRI plugin listed"}

@@ -133,6 +133,7 @@ PLAYBOOK = """
         __gpu_validate_families: "{{ step[1] }}"
         __gpu_validate_platform: "{{ lookup('ansible.builtin.file', role_dir ~ '/vars/Debian.yml') | from_yaml }}"
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
+        __gpu_validate_containerd_config: "{{ tmp }}/root-{{ scen }}/etc/containerd/config.toml"
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"
         __gpu_validate_fuse_device: "{{ fuse_device }}"
         __gpu_validate_kernels_root: "{{ tmp }}/root-{{ scen }}"
@@ -172,6 +173,12 @@ def node(tmp_path):
         (dkms / "nvidia.ko.zst").write_bytes(b"")
     (tmp_path / "root-good" / "etc" / "modules-load.d").mkdir(parents=True)
     (tmp_path / "root-good" / "etc" / "modules-load.d" / "nvidia-peermem.conf").write_text("nvidia-peermem\n")
+    # containerd's root config and a drop-in; on the bad node the drop-in is above the root's version (aicr#1688)
+    for scen, dropin_version in (("good", 2), ("bad", 4)):
+        etc = tmp_path / f"root-{scen}" / "etc" / "containerd"
+        (etc / "conf.d").mkdir(parents=True)
+        (etc / "config.toml").write_text(f"version = 2\nimports = ['{etc}/conf.d/*.toml']\n")
+        (etc / "conf.d" / "99-nvidia.toml").write_text(f"version = {dropin_version}\n")
     (tmp_path / "playbook.yml").write_text(PLAYBOOK)
     return tmp_path
 
@@ -223,7 +230,10 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert result.returncode == 0, result.stdout + result.stderr
     checks = by_name(report)
     assert {c["status"] for c in report["checks"]} == {"ok"}, report["checks"]
-    assert report["summary"] == {"ok": 22, "warn": 0, "fail": 0, "skipped": 0, "total": 22, "status": "ok"}
+    assert report["summary"] == {"ok": 23, "warn": 0, "fail": 0, "skipped": 0, "total": 23, "status": "ok"}
+    assert checks["containerd: drop-in versions"]["detail"] == (
+        f"{node}/root-good/etc/containerd/config.toml: version 2; its 1 imported file(s) are not above it (on disk)"
+    )
     assert checks["containerd: CRI plugin"]["detail"] == "ctr plugins ls: cri ok (the kubelet can run pods)"
     assert checks["containerd: running config"]["detail"] == (
         "containerd started after its config files were last written"
@@ -242,7 +252,7 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert checks["crio: nvidia runtime"]["status"] == "ok"
     assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
     table = (node / "report" / "validate.txt").read_text()
-    assert table.startswith("localhost: OK - 22 checks (22 ok, 0 warn, 0 fail, 0 skipped)\n")
+    assert table.startswith("localhost: OK - 23 checks (23 ok, 0 warn, 0 fail, 0 skipped)\n")
     assert "CHECK" in table.splitlines()[1] and "FIX" in table.splitlines()[1]
     # the test containers went through the nvidia runtime, with the configured options
     log = (node / "containers.log").read_text()
@@ -306,7 +316,11 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
         "containerd: CRI plugin",
         "driver after next reboot",
         "nvidia-peermem",
+        "containerd: drop-in versions",
     }
+    assert checks["containerd: drop-in versions"]["detail"].startswith(
+        f"{node}/root-bad/etc/containerd/conf.d/99-nvidia.toml has config version 4 on disk, above 2 of"
+    )
     assert checks["nvidia-peermem"]["detail"] == (
         f"{node}/root-bad/etc/modules-load.d/nvidia-peermem.conf is missing: not loaded at boot"
     )
@@ -326,14 +340,14 @@ def test_a_broken_gpu_node_fails_with_each_problem_and_its_fix(node):
     assert "accept_envvar_when_unprivileged: false" in checks["docker: GPU isolation (nvidia)"]["fix"]
     assert "set_as_default: false" in checks["docker: default runtime"]["fix"]
     assert checks["/dev/fuse"]["fix"] == "Run site.yml --tags fuse (loads the fuse module)"
-    assert "8 check(s) failed on localhost" in result.stdout + result.stderr
+    assert "9 check(s) failed on localhost" in result.stdout + result.stderr
     assert report["summary"]["status"] == "fail"
 
 
 def test_fail_on_error_false_reports_without_failing(node):
     result, report = run(node, "bad", True, gpu_validate_fail_on_error=False)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert report["summary"]["fail"] == 6
+    assert report["summary"]["fail"] == 7
     assert yaml.safe_load(json.dumps(report)) == report
 
 
