@@ -264,3 +264,24 @@ def test_a_kubespray_entry_without_engine_fails_as_kubesprays_template_would():
         standin.render(
             {"containerd_additional_runtimes": [{"name": "nvidia", "type": "io.containerd.runc.v2", "options": {}}]}
         )
+
+
+def test_kubesprays_render_for_containerd_2_3_is_version_4_and_the_entry_renders_back_unchanged():
+    """kubespray today (46dbdd3) renders config version 4 for containerd_version >= 2.3 and 3 below (the stand-in's
+    render_2x): runc's options as its defaults spell them; the entry the role prints for such a node, rendered by
+    kubespray, is what the role reads back (a rerun changes nothing), with no engine/root in the file."""
+    standin = _kubespray_standin()
+    assert tomllib.loads(standin.render_2x({"containerd_version": "2.2.1"}))["version"] == 3
+    rendered = standin.render_2x({"containerd_version": "2.3.4"})
+    config = tomllib.loads(rendered)
+    assert config["version"] == 4
+    runtimes = config["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]
+    assert runtimes["runc"]["options"] == {"Root": "", "SystemdCgroup": True, "BinaryName": "/usr/local/bin/runc"}
+    assert config["plugins"]["io.containerd.cri.v1.images"]["pinned_images"]["sandbox"].startswith("registry.k8s.io/")
+    entry = installer.kubespray_runtime(rendered, "nvidia", BINARY)
+    assert entry["options"] == {"Root": "", "SystemdCgroup": "true", "BinaryName": BINARY}
+    assert entry["base_runtime_spec"] == "cri-base.json"
+    again = standin.render_2x({"containerd_version": "2.3.4", "containerd_additional_runtimes": [entry]})
+    nvidia = tomllib.loads(again)["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["nvidia"]
+    assert nvidia == {**runtimes["runc"], "options": {**runtimes["runc"]["options"], "BinaryName": BINARY}}
+    assert installer.kubespray_runtime(again, "nvidia", BINARY) == entry

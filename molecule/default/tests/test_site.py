@@ -30,7 +30,7 @@ RUNTIMES = {
     "site-debian13": ["containerd"],
     "site-forky": ["docker", "containerd"],
     "site-debian11": ["docker"],  # Python 3.9 on the node
-    "site-ubuntu2404": ["containerd"],  # Ubuntu's own containerd package
+    "site-ubuntu2404": ["containerd"],  # containerd 2.3.4 (upstream's build) on a config version 2 file
     "site-crio": ["crio"],  # CRI-O 1.35.6, upstream's build
 }
 

@@ -1,11 +1,15 @@
-"""A kubespray-style node (issue 26): Debian's real containerd with the config kubespray v2.24-v2.27 renders
-(runc's lower-case binaryName), the toolkit role from the stand-in repository (NVIDIA's real 1.20 runtime), and
-a TEST STAND-IN of kubespray's containerd step that re-renders config.toml over the node as a kubespray run does.
+"""A kubespray-style node (issues 26 and 36): containerd 2.3.4 (upstream's build) with the config version 4 kubespray
+renders for containerd >= 2.3, the toolkit role from the stand-in repository (NVIDIA's real 1.20 runtime), and a
+TEST STAND-IN of kubespray's containerd step that re-renders config.toml over the node as a kubespray run does.
 The doctor fails after that re-render, naming kubespray's inventory variable, and passes after a rerun of the
-play."""
+play; the containerd_additional_runtimes entry the role prints, given to kubespray, keeps the runtime across
+kubespray's runs (the doctor and a pod find it). (kubespray v2.24-v2.27's version 2 render, with runc's
+lower-case binaryName, is held by the unit tests: tests/unit/test_installer_filters.py.)"""
 
 from __future__ import annotations
 
+import json
+import shlex
 import sys
 import tomllib
 from pathlib import Path
@@ -24,11 +28,32 @@ SOCKET = "/run/containerd/containerd.sock"
 IMAGE = "docker.io/gpunode-test/busybox:latest"
 LOG = "/var/log/nvidia-container-runtime.log"
 RUNTIME = "containerd: nvidia runtime"
+NVIDIA_BINARY = "/usr/bin/nvidia-container-runtime"
+
+
+CRI = "io.containerd.cri.v1.runtime"  # config version 4 keeps version 3's table names
+INVENTORY = "/etc/gpunode-standin/kubespray-inventory.json"
+
+
+def _runtimes(host) -> dict:
+    config = tomllib.loads(host.file("/etc/containerd/config.toml").content_string)
+    assert config["version"] == 4, config["version"]  # kubespray's render for containerd >= 2.3
+    return config["plugins"][CRI]["containerd"]["runtimes"]
 
 
 def _nvidia_options(host) -> dict:
-    config = tomllib.loads(host.file("/etc/containerd/config.toml").content_string)
-    return config["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]["options"]
+    return _runtimes(host)["nvidia"]["options"]
+
+
+def _pod_through_nvidia(host) -> None:
+    before = int(host.check_output(f"stat -c %s {LOG} 2>/dev/null || echo 0"))
+    with CriClient(node_socket(host.backend.get_hostname(), SOCKET)) as cri:
+        assert cri.runtime_ready(), cri.status()
+        sandbox, error = cri.try_pod("kubespray-nvidia-pod", "nvidia", IMAGE, ["sleep", "300"])
+        assert error is None, error
+        log = host.check_output(f"tail -c +{before + 1} {LOG}")
+    assert sandbox in log, log[-2000:]
+    assert "Forwarding command to runtime" in log, log[-2000:]
 
 
 def test_the_facts_name_kubespray(host):
@@ -37,29 +62,32 @@ def test_the_facts_name_kubespray(host):
     assert installer["containerd"]["config_regenerated"] == "kubespray run"
 
 
-def test_kubesprays_lower_case_binary_name_ends_as_one_binary_name_in_the_nvidia_table(host):
-    options = _nvidia_options(host)
-    assert [key for key in options if key.lower() == "binaryname"] == ["BinaryName"], options
-    assert options["BinaryName"] == "/usr/bin/nvidia-container-runtime"
-    assert options["systemdCgroup"] is True  # runc's table copied as kubespray spelled it
-    # the effective config of the running containerd says the same
+def test_the_nvidia_table_is_kubesprays_runc_table_with_only_the_binary_replaced(host):
+    assert "v2.3.4" in host.check_output("containerd --version")
+    runc = _runtimes(host)["runc"]
+    assert runc["options"] == {"Root": "", "SystemdCgroup": True, "BinaryName": "/usr/local/bin/runc"}  # kubespray's
+    assert _nvidia_options(host)["BinaryName"] == NVIDIA_BINARY
+    # the effective config of the running containerd (2.3 dumps version 4): runc's whole entry, only the binary other
     dump = tomllib.loads(host.check_output("containerd config dump"))
-    nvidia = dump["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
-    assert [key for key in nvidia["options"] if key.lower() == "binaryname"] == ["BinaryName"]
+    containerd = dump["plugins"][CRI]["containerd"]
+    assert containerd["default_runtime_name"] == "runc"
+    runc, nvidia = containerd["runtimes"]["runc"], containerd["runtimes"]["nvidia"]
+    assert nvidia["options"]["BinaryName"] == NVIDIA_BINARY
+    assert {**nvidia, "options": {**nvidia["options"], "BinaryName": ""}} == {
+        **runc,
+        "options": {**runc["options"], "BinaryName": ""},
+    }
     assert nvidia["base_runtime_spec"] == "/etc/containerd/cri-base.json"
 
 
-def test_a_cri_pod_through_nvidia_runs_nvidias_real_runtime(host):
+def test_a_cri_pod_through_nvidia_runs_nvidias_real_runtime_and_a_default_pod_does_not(host):
     assert "NVIDIA Container Runtime version 1.20.0" in host.check_output("nvidia-container-runtime --version")
+    _pod_through_nvidia(host)
     before = int(host.check_output(f"stat -c %s {LOG} 2>/dev/null || echo 0"))
     with CriClient(node_socket(host.backend.get_hostname(), SOCKET)) as cri:
-        assert cri.runtime_ready(), cri.status()
-        sandbox, error = cri.try_pod("kubespray-nvidia-pod", "nvidia", IMAGE, ["sleep", "300"])
-        assert error is None, error
-        log = host.check_output(f"tail -c +{before + 1} {LOG}")
-        cri.remove_pod(sandbox)
-    assert sandbox in log, log[-2000:]
-    assert "Forwarding command to runtime" in log, log[-2000:]
+        _sandbox, error = cri.try_pod("kubespray-runc-pod", "", IMAGE, ["sleep", "300"])
+    assert error is None, error
+    assert int(host.check_output(f"stat -c %s {LOG}")) == before, "a pod without a handler ran NVIDIA's runtime"
 
 
 def test_the_doctor_fails_after_a_kubespray_rerender_and_passes_after_a_rerun_of_the_play(host):
@@ -75,4 +103,30 @@ def test_the_doctor_fails_after_a_kubespray_rerender_and_passes_after_a_rerun_of
     assert run.returncode == 0, run.stdout[-3000:]
     assert "containerd_additional_runtimes" in run.stdout and "cri-base.json" in run.stdout, run.stdout[-3000:]
     assert doctor_rows(host)[RUNTIME]["status"] == "ok"
-    assert [key for key in _nvidia_options(host) if key.lower() == "binaryname"] == ["BinaryName"]
+    assert _nvidia_options(host)["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+
+
+def test_the_printed_entry_given_to_kubespray_keeps_the_runtime_across_its_runs(host):
+    """The containerd_additional_runtimes entry the role prints (plugins/filter/installer.py kubespray_runtime, the
+    same function on the same file) and enable_cdi, put into kubespray's inventory: kubespray's next run renders
+    nvidia itself, config version 4, and the doctor and a pod find it without a run of the role."""
+    sys.path.insert(0, str(SCENARIO.parents[1] / "plugins" / "filter"))
+    from installer import kubespray_runtime
+
+    entry = kubespray_runtime(host.file("/etc/containerd/config.toml").content_string, "nvidia", NVIDIA_BINARY)
+    saved = host.file(INVENTORY).content_string
+    inventory = {
+        **json.loads(saved),
+        "containerd_additional_runtimes": [entry],
+        "enable_cdi": True,
+        # TEST HARNESS, as the scenario's runtime_config_containerd_settings: the node container is not privileged
+        "containerd_extra_runtime_args": {"restrict_oom_score_adj": True},
+    }
+    try:
+        host.check_output(f"echo {shlex.quote(json.dumps(inventory))} > {INVENTORY}")
+        host.check_output("/usr/local/bin/kubespray-rerender-standin")
+        assert _nvidia_options(host)["BinaryName"] == NVIDIA_BINARY
+        assert doctor_rows(host)[RUNTIME]["status"] == "ok"
+        _pod_through_nvidia(host)
+    finally:
+        host.check_output(f"echo {shlex.quote(saved.strip())} > {INVENTORY}")

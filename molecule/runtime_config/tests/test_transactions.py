@@ -30,6 +30,7 @@ from tests.cri.client import CriClient, node_socket
 
 testinfra_hosts = ["ansible://rc-debian12"]
 NODES = ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204")
+LIMIT = "all:!crio_nodes:!containerd23_nodes"  # rc-crio and rc-containerd23 have tests of their own
 V3 = ("rc-forky", "rc-ubuntu2204")  # containerd 2.x: config v3
 CONFIG = "/etc/containerd/config.toml"
 DAEMON_JSON = "/etc/docker/daemon.json"
@@ -46,7 +47,7 @@ def nodes():
 
 
 def _run_all(host, extra_vars: dict | None, *args: str):
-    run = run_playbook(host, SCENARIO / "converge.yml", extra_vars, "--limit", "all:!crio_nodes", *args)
+    run = run_playbook(host, SCENARIO / "converge.yml", extra_vars, "--limit", LIMIT, *args)
     recap = {line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("rc-")}
     assert set(recap) == set(NODES), run.stdout[-3000:] + run.stderr
     return run, recap
