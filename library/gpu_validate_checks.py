@@ -12,7 +12,7 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, cdi, fuse, security, confinement, kubelet), whatever the order of O(families).
+    their order, isolation, doors, cdi, mig, fuse, security, confinement, kubelet), whatever the order of O(families).
     The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
     this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
@@ -52,7 +52,7 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, fuse, security, confinement, kubelet]
+    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fuse, security, confinement, kubelet]
     required: true
   node:
     description:
@@ -292,6 +292,7 @@ from ansible.module_utils.gpu_validate_driver import check_driver, check_toolkit
 from ansible.module_utils.gpu_validate_fuse import check_confinement, check_fuse, check_security
 from ansible.module_utils.gpu_validate_host import Node
 from ansible.module_utils.gpu_validate_kubelet import check_kubelet
+from ansible.module_utils.gpu_validate_mig import check_mig
 
 FAMILIES = (
     "driver",
@@ -302,6 +303,7 @@ FAMILIES = (
     "isolation",
     "doors",
     "cdi",
+    "mig",
     "fuse",
     "security",
     "confinement",
@@ -363,6 +365,8 @@ def run_checks(params: dict, host: Node) -> dict:
         if "crio" in params["runtimes"]:
             crio = crio or crio_state(params, node, host)
         rows += check_cdi(params, node, host, containerd, crio)
+    if "mig" in families:
+        rows += check_mig(params, node, host)
     if "fuse" in families:
         rows += check_fuse(params, node, host)
     if "security" in families:
