@@ -182,6 +182,17 @@ options:
     type: list
     elements: path
     default: [/etc/cdi, /var/run/cdi]
+  mig_selected:
+    description:
+      - The MIG layout the V(mig) family checks. Empty (the default) reads it from the MIG manager's unit,
+        C(MIG_PARTED_SELECTED_CONFIG) and C(MIG_PARTED_CONFIG_FILE) of C(nvidia-mig-manager.service), as the
+        nvidia_mig role sets them; the GPU acceptance check names a layout of its own as a control.
+    type: str
+    default: ""
+  mig_config:
+    description: The mig-parted config file of O(mig_selected) (used only where O(mig_selected) is given).
+    type: path
+    default: /etc/nvidia-mig-manager/config.yaml
   docker_daemon_json:
     description: docker's daemon configuration, read for C(cdi-spec-dirs).
     type: path
@@ -406,6 +417,8 @@ ARGUMENT_SPEC = dict(
     toolkit_config=dict(type="path", default="/etc/nvidia-container-runtime/config.toml"),
     volume_mounts_allowed=dict(type="bool", default=False),
     cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+    mig_selected=dict(type="str", default=""),
+    mig_config=dict(type="path", default="/etc/nvidia-mig-manager/config.yaml"),
     docker_daemon_json=dict(type="path", default="/etc/docker/daemon.json"),
     fuse_device=dict(type="path", default="/dev/fuse"),
     apparmor_os=dict(type="bool", default=True),

@@ -144,8 +144,11 @@ def check_mig(params: dict, node: dict, host: Node) -> list:
     """The MIG row: skipped without a GPU or without a layout asked for."""
     if not node.get("has_gpu") or not node.get("nvidia_smi"):
         return [table_row(NAME, "skipped", "no GPU")]
-    rc, out, _err = host.run(["systemctl", "show", "--property=Environment", "--value", UNIT])
-    environment = unit_environment(out) if rc == 0 else {}
+    if params.get("mig_selected"):
+        environment = {"MIG_PARTED_SELECTED_CONFIG": params["mig_selected"], "MIG_PARTED_CONFIG_FILE": params.get("mig_config")}
+    else:
+        rc, out, _err = host.run(["systemctl", "show", "--property=Environment", "--value", UNIT])
+        environment = unit_environment(out) if rc == 0 else {}
     selected = environment.get("MIG_PARTED_SELECTED_CONFIG", "")
     if not selected:
         return [table_row(NAME, "skipped", f"no MIG layout asked for ({UNIT} sets no MIG_PARTED_SELECTED_CONFIG)")]
