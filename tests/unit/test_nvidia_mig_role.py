@@ -307,3 +307,57 @@ def test_systemd_analyze_verifies_the_unit_with_the_role_s_drop_ins(converged, t
         check=False,
     )
     assert done.returncode == 0 and done.stderr.strip() == "", done.stderr
+
+
+MAIN_PLAYBOOK = """
+- name: Run the nvidia_mig role as site.yml does
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  module_defaults:
+    gpu_node_facts:
+      root: "{{ standin_root }}"
+      gather_runtimes: false
+  roles:
+    - role: nvidia_mig
+"""
+
+
+def _main(tmp_path, **variables):
+    (tmp_path / "root").mkdir(exist_ok=True)
+    (tmp_path / "main.yml").write_text(MAIN_PLAYBOOK)
+    extra = {"standin_root": str(tmp_path / "root"), "nvidia_mig_configs": LAYOUTS, **variables}
+    return run_local_playbook(tmp_path / "main.yml", "-e", json.dumps(extra), "-e", "ansible_become=false")
+
+
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        ({"nvidia_mig_config": "trainnig"}, 'nvidia_mig_config is "trainnig", which nvidia_mig_configs does not define'),
+        (
+            {"nvidia_mig_config": "bad", "nvidia_mig_configs": {"bad": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g10gb": 7}}]}},
+            "bad entry 1: mig-devices must map MIG profiles (like 1g.10gb) to counts",
+        ),
+        (
+            {"nvidia_mig_config": "bad", "nvidia_mig_configs": {"bad": [{"device-filter": "H100", "devices": "all", "mig-enabled": False}]}},
+            "bad entry 1: device-filter must be PCI device IDs like 0x233010DE",
+        ),
+        (
+            {"nvidia_mig_config": "bad", "nvidia_mig_configs": {"bad": [{"devices": "0", "mig-enabled": False}]}},
+            "bad entry 1: devices must be all or a list of GPU indexes",
+        ),
+    ],
+)
+def test_a_bad_layout_is_refused_naming_it_before_anything_changes(tmp_path, variables, message):
+    done = _main(tmp_path, **variables)
+    assert done.returncode != 0
+    assert message in " ".join(done.stdout.split()), done.stdout[-3000:]
+    assert "Apply the MIG layout" not in done.stdout
+
+
+def test_a_node_without_a_gpu_or_without_a_layout_is_left_alone(tmp_path):
+    done = _main(tmp_path, nvidia_mig_config="inference")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "has no NVIDIA GPU: nvidia_mig_config inference is not applied here" in done.stdout
+    assert "changed=0" in _recap(done)
+    assert not Path("/etc/nvidia-mig-manager/gpu-node-provisioning-hooks.sh").exists()
