@@ -52,7 +52,8 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fuse, security, confinement, kubelet]
+    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fuse, security, confinement,
+      kubelet]
     required: true
   node:
     description:

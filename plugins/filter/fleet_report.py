@@ -60,7 +60,19 @@ FAMILY_RULES = (
     (r"(?i)^(apparmor|seccomp)\b", "security"),
     (r"(?i)^kubelet\b", "kubelet"),
 )
-FAMILY_ORDER = ("driver", "toolkit", "runtime", "docker", "containerd", "crio", "cdi", "mig", "fuse", "security", "kubelet")
+FAMILY_ORDER = (
+    "driver",
+    "toolkit",
+    "runtime",
+    "docker",
+    "containerd",
+    "crio",
+    "cdi",
+    "mig",
+    "fuse",
+    "security",
+    "kubelet",
+)
 
 
 def gpu_fleet_family(check: str) -> str:

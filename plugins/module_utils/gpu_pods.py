@@ -527,5 +527,6 @@ def mig_refusal(facts: dict, node: str, layout: str, shown: int = 5) -> str:
     return (
         f"{node}: MIG layout {layout} is not in place and {len(workloads)} process(es) hold GPUs: {named}{more}."
         f" Changing the layout would take their GPUs. Drain the node's GPU pods first (kubectl drain {node}"
-        " --ignore-daemonsets --delete-emptydir-data), then run site.yml --tags mig again. Nothing on the node was changed."
+        " --ignore-daemonsets --delete-emptydir-data), then run site.yml --tags mig again."
+        " Nothing on the node was changed."
     )

@@ -106,7 +106,8 @@ def gpu_problem(entry: dict, gpu: dict) -> str:
     """What differs between an entry and a GPU, "" when nothing does."""
     enabled = bool(entry.get("mig-enabled"))
     if enabled != gpu["mig_enabled"]:
-        return f"GPU {gpu['index']}: MIG mode {'disabled' if enabled else 'enabled'}, wanted {'enabled' if enabled else 'disabled'}"
+        have, want = ("disabled", "enabled") if enabled else ("enabled", "disabled")
+        return f"GPU {gpu['index']}: MIG mode {have}, wanted {want}"
     if not enabled:
         return ""
     want = {str(name): int(count) for name, count in (entry.get("mig-devices") or {}).items() if int(count) > 0}
@@ -145,7 +146,10 @@ def check_mig(params: dict, node: dict, host: Node) -> list:
     if not node.get("has_gpu") or not node.get("nvidia_smi"):
         return [table_row(NAME, "skipped", "no GPU")]
     if params.get("mig_selected"):
-        environment = {"MIG_PARTED_SELECTED_CONFIG": params["mig_selected"], "MIG_PARTED_CONFIG_FILE": params.get("mig_config")}
+        environment = {
+            "MIG_PARTED_SELECTED_CONFIG": params["mig_selected"],
+            "MIG_PARTED_CONFIG_FILE": params.get("mig_config"),
+        }
     else:
         rc, out, _err = host.run(["systemctl", "show", "--property=Environment", "--value", UNIT])
         environment = unit_environment(out) if rc == 0 else {}

@@ -226,7 +226,9 @@ def _step_mig(tmp_path, monkeypatch, selected):
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").write_text(SMI_STANDIN)
     (tmp_path / "config.yaml").write_text(MIG_CONFIG)
-    environment = f"MIG_PARTED_SELECTED_CONFIG={selected} MIG_PARTED_CONFIG_FILE={tmp_path / 'config.yaml'}" if selected else ""
+    environment = (
+        f"MIG_PARTED_SELECTED_CONFIG={selected} MIG_PARTED_CONFIG_FILE={tmp_path / 'config.yaml'}" if selected else ""
+    )
     (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho '{environment}'\n")
     for path in bin_dir.iterdir():
         path.chmod(0o755)

@@ -196,7 +196,9 @@ def test_the_files_name_the_layout_and_order_the_unit_before_the_kubelet(converg
     hooks = yaml.safe_load((node.etc / "hooks.yaml").read_text())
     assert hooks["version"] == "v1" and sorted(hooks["hooks"]) == ["apply-exit", "pre-apply-config", "pre-apply-mode"]
     # NVIDIA's own form of override.conf (deployments/systemd/utils.sh, persist_config_across_reboot)
-    assert (node.dropins / "override.conf").read_text() == '[Service]\nEnvironment="MIG_PARTED_SELECTED_CONFIG=inference"\n'
+    assert (
+        node.dropins / "override.conf"
+    ).read_text() == '[Service]\nEnvironment="MIG_PARTED_SELECTED_CONFIG=inference"\n'
     ordering = configparser.ConfigParser(strict=False)
     ordering.read_string((node.dropins / "50-gpu-node-provisioning.conf").read_text())
     assert "kubelet.service" in ordering["Unit"]["Before"].split()
@@ -298,7 +300,9 @@ def test_systemd_analyze_verifies_the_unit_with_the_role_s_drop_ins(converged, t
     units = tmp_path / "units"
     shutil.copytree(node.dropins, units / "nvidia-mig-manager.service.d")
     (units / "nvidia-mig-manager.service").write_text(STANDIN_UNIT)
-    (units / "kubelet.service").write_text("[Unit]\nDescription=TEST STAND-IN kubelet\n[Service]\nExecStart=/bin/true\n")
+    (units / "kubelet.service").write_text(
+        "[Unit]\nDescription=TEST STAND-IN kubelet\n[Service]\nExecStart=/bin/true\n"
+    )
     done = subprocess.run(
         ["systemd-analyze", "verify", str(units / "nvidia-mig-manager.service"), str(units / "kubelet.service")],
         env={**os.environ, "SYSTEMD_UNIT_PATH": f"{units}:"},
@@ -333,13 +337,22 @@ def _main(tmp_path, **variables):
 @pytest.mark.parametrize(
     ("variables", "message"),
     [
-        ({"nvidia_mig_config": "trainnig"}, 'nvidia_mig_config is "trainnig", which nvidia_mig_configs does not define'),
         (
-            {"nvidia_mig_config": "bad", "nvidia_mig_configs": {"bad": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g10gb": 7}}]}},
+            {"nvidia_mig_config": "trainnig"},
+            'nvidia_mig_config is "trainnig", which nvidia_mig_configs does not define',
+        ),
+        (
+            {
+                "nvidia_mig_config": "bad",
+                "nvidia_mig_configs": {"bad": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g10gb": 7}}]},
+            },
             "bad entry 1: mig-devices must map MIG profiles (like 1g.10gb) to counts",
         ),
         (
-            {"nvidia_mig_config": "bad", "nvidia_mig_configs": {"bad": [{"device-filter": "H100", "devices": "all", "mig-enabled": False}]}},
+            {
+                "nvidia_mig_config": "bad",
+                "nvidia_mig_configs": {"bad": [{"device-filter": "H100", "devices": "all", "mig-enabled": False}]},
+            },
             "bad entry 1: device-filter must be PCI device IDs like 0x233010DE",
         ),
         (
@@ -352,7 +365,7 @@ def test_a_bad_layout_is_refused_naming_it_before_anything_changes(tmp_path, var
     done = _main(tmp_path, **variables)
     assert done.returncode != 0
     assert message in " ".join(done.stdout.split()), done.stdout[-3000:]
-    assert "Apply the MIG layout" not in done.stdout
+    assert "Ask nvidia-mig-parted" not in done.stdout and "changed=0" in _recap(done)
 
 
 def test_a_node_without_a_gpu_or_without_a_layout_is_left_alone(tmp_path):
