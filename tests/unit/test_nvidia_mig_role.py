@@ -368,8 +368,9 @@ def test_a_bad_layout_is_refused_naming_it_before_anything_changes(tmp_path, var
     assert "Ask nvidia-mig-parted" not in done.stdout and "changed=0" in _recap(done)
 
 
-def test_a_node_without_a_gpu_or_without_a_layout_is_left_alone(tmp_path):
-    done = _main(tmp_path, nvidia_mig_config="inference")
+def test_a_node_without_a_gpu_is_left_alone_and_the_example_inventory_s_layouts_pass_the_checks(tmp_path):
+    example = yaml.safe_load((ROOT / "inventories/example/group_vars/gpu_nodes/mig.yml").read_text())
+    done = _main(tmp_path, nvidia_mig_config="inference", nvidia_mig_configs=example["nvidia_mig_configs"])
     assert done.returncode == 0, done.stdout[-3000:]
     assert "has no NVIDIA GPU: nvidia_mig_config inference is not applied here" in done.stdout
     assert "changed=0" in _recap(done)
