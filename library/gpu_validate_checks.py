@@ -12,7 +12,7 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, cdi, fuse, security, confinement, kubelet), whatever the order of O(families).
+    their order, isolation, doors, cdi, mig, fuse, security, confinement, kubelet), whatever the order of O(families).
     The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
     this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
@@ -54,7 +54,8 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, fuse, security, confinement, kubelet]
+    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fuse, security, confinement,
+      kubelet]
     required: true
   node:
     description:
@@ -190,6 +191,17 @@ options:
     type: list
     elements: path
     default: [/etc/cdi, /var/run/cdi]
+  mig_selected:
+    description:
+      - The MIG layout the V(mig) family checks. Empty (the default) reads it from the MIG manager's unit,
+        C(MIG_PARTED_SELECTED_CONFIG) and C(MIG_PARTED_CONFIG_FILE) of C(nvidia-mig-manager.service), as the
+        nvidia_mig role sets them; the GPU acceptance check names a layout of its own as a control.
+    type: str
+    default: ""
+  mig_config:
+    description: The mig-parted config file of O(mig_selected) (used only where O(mig_selected) is given).
+    type: path
+    default: /etc/nvidia-mig-manager/config.yaml
   docker_daemon_json:
     description: docker's daemon configuration, read for C(cdi-spec-dirs).
     type: path
@@ -300,6 +312,7 @@ from ansible.module_utils.gpu_validate_driver import check_driver, check_toolkit
 from ansible.module_utils.gpu_validate_fuse import check_confinement, check_fuse, check_security
 from ansible.module_utils.gpu_validate_host import Node
 from ansible.module_utils.gpu_validate_kubelet import check_kubelet
+from ansible.module_utils.gpu_validate_mig import check_mig
 
 FAMILIES = (
     "driver",
@@ -310,6 +323,7 @@ FAMILIES = (
     "isolation",
     "doors",
     "cdi",
+    "mig",
     "fuse",
     "security",
     "confinement",
@@ -371,6 +385,8 @@ def run_checks(params: dict, host: Node) -> dict:
         if "crio" in params["runtimes"]:
             crio = crio or crio_state(params, node, host)
         rows += check_cdi(params, node, host, containerd, crio)
+    if "mig" in families:
+        rows += check_mig(params, node, host)
     if "fuse" in families:
         rows += check_fuse(params, node, host)
     if "security" in families:
@@ -411,6 +427,8 @@ ARGUMENT_SPEC = dict(
     toolkit_config=dict(type="path", default="/etc/nvidia-container-runtime/config.toml"),
     volume_mounts_allowed=dict(type="bool", default=False),
     cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+    mig_selected=dict(type="str", default=""),
+    mig_config=dict(type="path", default="/etc/nvidia-mig-manager/config.yaml"),
     docker_daemon_json=dict(type="path", default="/etc/docker/daemon.json"),
     fuse_device=dict(type="path", default="/dev/fuse"),
     apparmor_os=dict(type="bool", default=True),

@@ -30,6 +30,10 @@ Steps (each prints PASS or FAIL with what it compared):
        /var/run/nvidia-container-devices/all, see no /dev/nvidia* and the runtime injects nothing;
      - control: the envvar one with accept-nvidia-visible-devices-envvar-when-unprivileged = true is injected,
        so the check above can fail.
+  6. The doctor's "MIG" row (family mig) where the node's MIG manager selects a layout (roles/nvidia_mig:
+     MIG_PARTED_SELECTED_CONFIG of nvidia-mig-manager.service): ok, the GPUs are in it as nvidia-smi reports them;
+     where no layout is asked for the step says so and passes. Control on any GPU machine: a layout that wants GPU 0
+     in the other MIG mode fails the row on the real nvidia-smi output (so the check above can fail).
   GPU_ACCEPTANCE_KEEP=<dir> keeps the generated spec and the runtime's configs and debug logs there.
 
 Without an NVIDIA GPU and loaded driver it refuses (exit 2) and says what is missing; it never runs in CI.
@@ -256,6 +260,48 @@ def step_cdi_row(report, work: Path, spec_dir: Path, facts: dict) -> None:
     )
 
 
+def step_mig(report, work: Path, facts: dict) -> None:
+    """The doctor's "MIG" row on the layout the node's MIG manager selects, and a control layout that must fail."""
+    import yaml
+
+    def row(**args) -> dict:
+        args = {"families": ["mig"], "node": facts, **shared_doctor_params(), **args}
+        found = [r for r in _ansible("gpu_validate_checks", args)["checks"] if r["check"] == "MIG"]
+        return found[0] if found else {}
+
+    asked = row()
+    detail = f"{asked.get('status')}: {asked.get('detail')} {asked.get('fix') or ''}".strip()
+    if asked.get("status") == "skipped" and "no MIG layout asked for" in str(asked.get("detail")):
+        report("doctor: MIG (no layout asked for on this node)", True, detail)
+    else:
+        report("doctor: MIG", asked.get("status") == "ok", detail)
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,mig.mode.current", "--format=csv,noheader"], capture_output=True, text=True
+    )
+    first = (smi.stdout.splitlines() or ["0, [N/A]"])[0].split(",")
+    enabled = first[-1].strip().lower() == "enabled"
+    control = work / "mig-control.yaml"
+    control.write_text(
+        yaml.safe_dump(
+            {
+                "version": "v1",
+                "mig-configs": {
+                    "acceptance-control": [
+                        {"devices": [0], "mig-enabled": not enabled, "mig-devices": {}},
+                    ]
+                },
+            },
+            default_flow_style=False,
+        )
+    )
+    wrong = row(mig_selected="acceptance-control", mig_config=str(control))
+    report(
+        "doctor: MIG control (GPU 0 wanted in the other MIG mode fails the row)",
+        wrong.get("status") == "fail" and "GPU 0: MIG mode" in str(wrong.get("detail")),
+        f"{wrong.get('status')}: {wrong.get('detail')}",
+    )
+
+
 def _keep(path: Path) -> None:
     """Copy a file the check made to $GPU_ACCEPTANCE_KEEP (when set), to read after the run."""
     keep = os.environ.get("GPU_ACCEPTANCE_KEEP")
@@ -419,6 +465,10 @@ def main() -> int:
             step_cdi_row(report, work, spec_dir, facts)
         except Exception as error:
             report("doctor: CDI spec", False, repr(error))
+        try:
+            step_mig(report, work, facts)
+        except Exception as error:
+            report("doctor: MIG", False, repr(error))
         try:
             step_container(report, work, spec_dir, gpus)
         except Exception as error:

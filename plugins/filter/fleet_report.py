@@ -24,7 +24,7 @@
     Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report.
 
 `gpu_fleet_family(check)` (used by gpu_fleet_report, not a filter)
-    The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, cdi, fuse, security,
+    The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, cdi, mig, fuse, security,
     kubelet),
     the filter of the HTML page: the prefix before ": " for a runtime's rows, else by name; "other".
 
@@ -55,11 +55,24 @@ FAMILY_RULES = (
     (r"^containerd:", "containerd"),
     (r"^crio:", "crio"),
     (r"^CDI spec", "cdi"),
+    (r"^MIG$", "mig"),
     (r"(?i)^(/dev/fuse|fuse\b)", "fuse"),
     (r"(?i)^(apparmor|seccomp)\b", "security"),
     (r"(?i)^kubelet\b", "kubelet"),
 )
-FAMILY_ORDER = ("driver", "toolkit", "runtime", "docker", "containerd", "crio", "cdi", "fuse", "security", "kubelet")
+FAMILY_ORDER = (
+    "driver",
+    "toolkit",
+    "runtime",
+    "docker",
+    "containerd",
+    "crio",
+    "cdi",
+    "mig",
+    "fuse",
+    "security",
+    "kubelet",
+)
 
 
 def gpu_fleet_family(check: str) -> str:

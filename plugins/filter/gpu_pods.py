@@ -7,6 +7,9 @@ lose their GPUs (issue 25; plugins/module_utils/gpu_pods.py, which the node-side
     The message that names the node, what runs there and the two ways forward, or "" when the run takes
     no GPU away from a GPU pod. facts: ansible_facts.gpu_node; targets: the runtimes the run configures;
     settings: the toolkit config.toml keys it merges.
+
+`gpu_pods_mig_refusal(facts, node, layout)`
+    The nvidia_mig role's refusal of a MIG layout change while processes hold GPUs, or "".
 """
 
 from __future__ import annotations
@@ -55,8 +58,12 @@ def gpu_pods_refusal(
     )
 
 
+def gpu_pods_mig_refusal(facts, node, layout):
+    return _logic.mig_refusal(dict(facts or {}), str(node), str(layout))
+
+
 class FilterModule:
     """Filters of the GPU pods guard."""
 
     def filters(self):
-        return {"gpu_pods_refusal": gpu_pods_refusal}
+        return {"gpu_pods_refusal": gpu_pods_refusal, "gpu_pods_mig_refusal": gpu_pods_mig_refusal}

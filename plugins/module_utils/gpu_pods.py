@@ -513,3 +513,20 @@ def refusal_for_run(
         name,
         keep_var,
     )
+
+
+def mig_refusal(facts: dict, node: str, layout: str, shown: int = 5) -> str:
+    """The refusal of a MIG layout change while processes hold GPUs (the facts' gpu_workloads: GPU pods and other
+    clients; host daemons and the device plugin are left out, the MIG manager's hooks stop those), or "" when none
+    does. A layout change destroys and creates GPU instances: what runs on them loses its GPU."""
+    workloads = list((facts or {}).get("gpu_workloads") or [])
+    if not workloads:
+        return ""
+    named = ", ".join(f"{item.get('comm') or '?'} (pid {item.get('pid')})" for item in workloads[:shown])
+    more = f" and {len(workloads) - shown} more" if len(workloads) > shown else ""
+    return (
+        f"{node}: MIG layout {layout} is not in place and {len(workloads)} process(es) hold GPUs: {named}{more}."
+        f" Changing the layout would take their GPUs. Drain the node's GPU pods first (kubectl drain {node}"
+        " --ignore-daemonsets --delete-emptydir-data), then run site.yml --tags mig again."
+        " Nothing on the node was changed."
+    )

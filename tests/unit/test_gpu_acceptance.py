@@ -198,3 +198,63 @@ def test_the_cdi_row_step_passes_a_true_spec_and_its_control_fails(tmp_path, doc
 def test_the_cdi_row_step_fails_a_spec_that_is_not_true(tmp_path, doctor_in_process, spec_text, facts, problem):
     name, ok, detail = _step_cdi_row(tmp_path, spec_text, facts)[0]
     assert name == "doctor: CDI spec" and not ok and problem in detail, detail
+
+
+# ---- step 6: the doctor's "MIG" row where a layout is asked for, and its control --------------------------------
+
+SMI_STANDIN = """#!/bin/sh
+# stand-in nvidia-smi: one H100 in MIG mode with seven 1g.10gb devices
+case "$1" in
+  -L) printf 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)\\n'
+      for i in 0 1 2 3 4 5 6; do printf '  MIG 1g.10gb     Device  %s: (UUID: MIG-%s)\\n' "$i" "$i"; done ;;
+  --query-gpu=index,mig.mode.current) echo "0, Enabled" ;;
+  *) echo "0, 0x233010DE, Enabled" ;;
+esac
+"""
+MIG_CONFIG = """version: v1
+mig-configs:
+  inference:
+    - devices: all
+      mig-enabled: true
+      mig-devices:
+        1g.10gb: 7
+"""
+
+
+def _step_mig(tmp_path, monkeypatch, selected):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(SMI_STANDIN)
+    (tmp_path / "config.yaml").write_text(MIG_CONFIG)
+    environment = (
+        f"MIG_PARTED_SELECTED_CONFIG={selected} MIG_PARTED_CONFIG_FILE={tmp_path / 'config.yaml'}" if selected else ""
+    )
+    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho '{environment}'\n")
+    for path in bin_dir.iterdir():
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    facts = {**FACTS, "nvidia_smi": str(bin_dir / "nvidia-smi")}
+    results = []
+    acceptance.step_mig(lambda name, ok, detail: results.append((name, ok, detail)), tmp_path, facts)
+    return results
+
+
+def test_the_mig_step_checks_the_layout_asked_for_and_its_control_fails(tmp_path, monkeypatch, doctor_in_process):
+    results = _step_mig(tmp_path, monkeypatch, "inference")
+    assert [(name, ok) for name, ok, _ in results] == [
+        ("doctor: MIG", True),
+        ("doctor: MIG control (GPU 0 wanted in the other MIG mode fails the row)", True),
+    ], results
+    assert "layout inference on 1 of 1 GPU(s)" in results[0][2]
+    assert "GPU 0: MIG mode enabled, wanted disabled" in results[1][2]
+
+
+def test_the_mig_step_passes_where_no_layout_is_asked_for(tmp_path, monkeypatch, doctor_in_process):
+    name, ok, detail = _step_mig(tmp_path, monkeypatch, "")[0]
+    assert (name, ok) == ("doctor: MIG (no layout asked for on this node)", True), detail
+
+
+def test_the_mig_step_fails_a_layout_that_is_not_in_place(tmp_path, monkeypatch, doctor_in_process):
+    monkeypatch.setattr(sys.modules[__name__], "MIG_CONFIG", MIG_CONFIG.replace("1g.10gb: 7", "2g.20gb: 3"))
+    name, ok, detail = _step_mig(tmp_path, monkeypatch, "inference")[0]
+    assert (name, ok) == ("doctor: MIG", False) and "wanted 3x 2g.20gb" in detail, detail

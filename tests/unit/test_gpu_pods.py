@@ -369,3 +369,13 @@ def test_the_guard_reads_the_installers_containerd_on_rke2_and_k3s():
     # a kubeadm node with the same facts and no runtime configured: nothing changes, nothing to refuse
     kubeadm = dict(facts, installer={"name": "kubeadm", "containerd": {"config_regenerated": None}})
     assert gpu_pods.refusal_for_run(kubeadm, "gpu1", [], False, True, {}) == ""
+
+
+def test_mig_refusal_names_the_processes_holding_gpus_and_the_way_forward():
+    work = [{"pid": 10 + n, "comm": f"app{n}", "visible_devices": "GPU-1", "open_devices": []} for n in range(7)]
+    message = gpu_pods.mig_refusal({"gpu_workloads": work}, "gpu-07", "inference")
+    assert message.startswith("gpu-07: MIG layout inference is not in place and 7 process(es) hold GPUs: app0 (pid 10)")
+    assert "app4 (pid 14) and 2 more." in message
+    assert "kubectl drain gpu-07" in message and "Nothing on the node was changed." in message
+    assert gpu_pods.mig_refusal({"gpu_workloads": []}, "gpu-07", "inference") == ""
+    assert gpu_pods.mig_refusal({}, "gpu-07", "inference") == ""

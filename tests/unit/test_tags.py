@@ -32,6 +32,7 @@ ROLE_ORDER = [
     "gpu_node_facts",
     "nvidia_driver",
     "nvidia_container_toolkit",
+    "nvidia_mig",
     "fuse",
     "security_profiles",
     "kubelet",
@@ -44,6 +45,7 @@ EXPECTED_ROLES = {
     "toolkit": {"nvidia_container_toolkit"},
     # the toolkit role's runtime registration, which includes roles/runtime_config
     "runtime": {"nvidia_container_toolkit"},
+    "mig": {"nvidia_mig"},
     "fuse": {"fuse"},
     "security": {"security_profiles"},
     "apparmor": {"security_profiles"},
