@@ -241,8 +241,9 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
                 params,
                 "containerd",
                 containerd["default"],
-                f"default_runtime_name is {params['runtime_name']}: every pod whose image sets",
+                "default_runtime_name is {default}: every pod whose image sets",
                 ALLOWED_DEFAULT_FIX,
+                binary=(containerd.get("default_entry") or {}).get("binary") or None,
             )
         )
     return rows + containerd_container_rows(params, node, containerd, run, isolation)

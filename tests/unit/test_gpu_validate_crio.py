@@ -22,7 +22,7 @@ CRIO_DUMP = (
 )
 CRIO_NO_NVIDIA = '[crio.runtime]\ndefault_runtime = "crun"\n[crio.runtime.runtimes.crun]\nruntime_path = ""\n'
 DEFAULT_DETAIL = (
-    "default_runtime is nvidia: every pod whose image sets NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs,"
+    "default_runtime is nvidia (/usr/bin/nvidia-container-runtime): every pod whose image sets NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs,"
     " also pods that request none"
 )
 
