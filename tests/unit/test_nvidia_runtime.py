@@ -286,3 +286,32 @@ def test_crio_dropin_moves_an_nvidia_default_under_another_name_back_to_crios_ow
         "/usr/bin/nvidia-container-runtime",
     )
     assert any("default_runtime is NVIDIA's runtime nvidia-cdi (/usr/local/nvidia/toolkit/" in p for p in said), said
+
+
+# --- the doctor's default-runtime rows -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("default", "binary", "status"),
+    [
+        ("nvidia-container-runtime", "/usr/bin/nvidia-container-runtime", "fail"),
+        ("nvidia-cdi", "/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi", "fail"),
+        ("gpu", "nvidia-container-runtime", "fail"),
+        ("nvidia", None, "fail"),
+        ("runc", None, "ok"),
+        ("nvidia-legacy", "/usr/bin/crun", "ok"),
+    ],
+)
+def test_the_doctors_default_runtime_row_fails_for_nvidias_runtime_under_any_name(default, binary, status):
+    from conftest import params
+    from gpu_validate_containers import default_runtime_row
+
+    said = "default_runtime_name is {default}: every pod whose image sets"
+    row = default_runtime_row(params(), "containerd", default, said, "intended", binary=binary)
+    assert row["status"] == status, row
+    if status == "fail":
+        assert row["detail"].startswith(f"default_runtime_name is {nvidia_runtime.describe(default, binary)}: every")
+        allowed = default_runtime_row(
+            params(nvidia_default_allowed=True), "containerd", default, said, "x", binary=binary
+        )
+        assert allowed["status"] == "warn"
