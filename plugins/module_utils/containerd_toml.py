@@ -160,23 +160,48 @@ class Outcome:
 # --------------------------------------------------------------------------- parsing
 
 
+def _dotted_comments(item, path=()) -> dict:
+    """{key path: (whitespace before the comment, the comment)} of the values under a dotted key's table item."""
+    found = {}
+    body = item.value.body if isinstance(item, Table) else []
+    for key, child in body:
+        if key is None:
+            continue
+        if isinstance(child, Table):
+            found.update(_dotted_comments(child, (*path, key.key)))
+        elif getattr(child, "trivia", None) is not None and child.trivia.comment:
+            found[(*path, key.key)] = (child.trivia.comment_ws, child.trivia.comment)
+    return found
+
+
 def undot_tables(container) -> bool:
     """Rewrite the dotted keys of ``container`` (a tomlkit document or table, and its tables, recursively) as
     standard tables holding the same values; return True when there was one.
 
     ``plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true`` is valid TOML,
     but tomlkit cannot add keys next to a dotted key and still render parseable TOML. The tree under such a
-    key is written back as ``[a.b.c]`` tables (its values kept; comments inside that tree are lost).
+    key is written back as ``[a.b.c]`` tables, its values kept with their inline comments
+    (``SystemdCgroup = true   # keep systemd cgroups``, issue 37); comment lines stay where they were.
     """
     body = container.body if isinstance(container, Container) else container.value.body
     names = []
-    for key, _item in body:
-        if key is not None and key.is_dotted() and key.key not in names:
-            names.append(key.key)
+    comments: dict = {}
+    for key, item in body:
+        if key is not None and key.is_dotted():
+            if key.key not in names:
+                names.append(key.key)
+            for path, comment in _dotted_comments(item).items():
+                comments[(key.key, *path)] = comment
     for name in names:
         value = container.unwrap()[name]
         container.remove(name)
         container.append(name, value)
+    for path, (space, comment) in comments.items():
+        leaf = container
+        for part in path:
+            leaf = leaf.item(part) if hasattr(leaf, "item") else None
+        if leaf is not None and getattr(leaf, "trivia", None) is not None:
+            leaf.trivia.comment_ws, leaf.trivia.comment = space or "  ", comment
     found = bool(names)
     for key, item in list(body):
         if key is not None and isinstance(item, Table):
