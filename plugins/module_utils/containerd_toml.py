@@ -1126,11 +1126,23 @@ def verify_reading(
     _before_runtimes, before_default = _cri_runtimes(before) if before is not None else ({}, None)
     name = (request.runtime or {}).get("name")
     default_key = f"{dotted_key(paths.containerd)}.default_runtime_name"
+    kept, _binary = nvidia_default(before_default, [_before_runtimes], name)
+    if request.default_runtime is not None and request.default_runtime == name and kept not in (None, name):
+        # asked to be the default where NVIDIA's runtime already is under another name: that one stays (issue 37)
+        request = replace(request, default_runtime=None, unset_default=False)
+        if default != kept:
+            problems.append(f"{default_key} is {default!r}, not NVIDIA's runtime {kept!r} as it was")
     if request.default_runtime is not None:
         if default != request.default_runtime:
             problems.append(f"{default_key} is {default!r}, not {request.default_runtime!r} as asked")
     elif name is not None and default == name and (request.unset_default or before_default != name):
         problems.append(f"{default_key} is {name!r}: every pod without a RuntimeClass would run through it")
+    elif request.unset_default and nvidia_default(default, [runtimes], name)[0] not in (None, name):
+        binary = nvidia_runtime.entry_binary("containerd", runtimes.get(default))
+        problems.append(
+            f"{default_key} is NVIDIA's runtime {nvidia_runtime.describe(default, binary)}: every pod without a"
+            " RuntimeClass would run through it"
+        )
     if before is not None:
         allowed = [
             (*paths.runtimes, name) if name else None,

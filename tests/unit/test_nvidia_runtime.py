@@ -315,3 +315,18 @@ def test_the_doctors_default_runtime_row_fails_for_nvidias_runtime_under_any_nam
             params(nvidia_default_allowed=True), "containerd", default, said, "x", binary=binary
         )
         assert allowed["status"] == "warn"
+
+
+def test_containerds_reading_of_the_candidate_is_checked_for_nvidias_runtime_under_any_name():
+    """verify_reading: kept as the default where asked (keep_gpu_pod_access); refused where it stays the default
+    although it should have moved."""
+    before = tomllib.loads(AKS)
+    keep = ct.Request(runtime=NVIDIA, default_runtime="nvidia")
+    kept = tomllib.loads(ct.plan_inplace(AKS, PATH, keep).after)
+    ct.verify_reading(PATH, before, kept, keep)  # no error: nvidia-container-runtime stays the default
+    move = ct.Request(runtime=NVIDIA, unset_default=True)
+    moved = tomllib.loads(ct.plan_inplace(AKS, PATH, move).after)
+    moved["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["default_runtime_name"] = "runc"  # as the dump says
+    ct.verify_reading(PATH, before, moved, move)
+    with pytest.raises(ct.ContainerdConfigError, match="is NVIDIA's runtime nvidia-container-runtime"):
+        ct.verify_reading(PATH, before, kept, move)
