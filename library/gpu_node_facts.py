@@ -377,7 +377,8 @@ ansible_facts:
               directory; an entry named V(nvidia) without a binary counts too; plugins/module_utils/nvidia_runtime.py).
           type: dict
           returned: always
-          sample: {containerd: {default: nvidia-cdi, default_binary: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi,
+          sample: {containerd: {default: nvidia-cdi,
+                                default_binary: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi,
                                 default_nvidia: true, cdi: true, cdi_supported: true, source: containerd config dump}}
         toolkit_config:
           description:

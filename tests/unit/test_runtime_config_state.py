@@ -54,13 +54,21 @@ def test_reads_each_config_files_attributes_and_dockers_default_runtime(tmp_path
         # NVIDIA's runtime under another name (issue 37): recognised by its path, in any directory, any mode suffix
         ({"gpu": {"path": "nvidia-container-runtime"}}, "gpu", {"gpu": "nvidia-container-runtime"}, True),
         (
-            {"nvidia-cdi": {"path": "/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi"}, "runc": {"path": "runc"}},
+            {
+                "nvidia-cdi": {"path": "/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi"},
+                "runc": {"path": "runc"},
+            },
             "nvidia-cdi",
             {"nvidia-cdi": "/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi"},
             True,
         ),
         # the entry is there, the default is another runtime
-        ({"gpu": {"path": "/usr/bin/nvidia-container-runtime"}}, "runc", {"gpu": "/usr/bin/nvidia-container-runtime"}, False),
+        (
+            {"gpu": {"path": "/usr/bin/nvidia-container-runtime"}},
+            "runc",
+            {"gpu": "/usr/bin/nvidia-container-runtime"},
+            False,
+        ),
         # a name is no binary: an entry called nvidia-ish that runs crun is not NVIDIA's runtime
         ({"nvidia-container-runtime": {"path": "/usr/bin/crun"}}, "nvidia-container-runtime", {}, False),
     ],
