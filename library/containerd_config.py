@@ -285,6 +285,12 @@ nvidia_default_kept:
   returned: success
   type: str
   sample: nvidia-cdi
+nvidia_note:
+  description: What RV(nvidia_entries), RV(nvidia_default_moved_from) and RV(nvidia_default_kept) say, as a sentence
+    (also at the end of RV(msg)); empty when they say nothing.
+  returned: success
+  type: str
+  sample: "NVIDIA's runtime is also registered as nvidia-cdi (/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi): kept"
 containerd_version:
   description: containerd version used for the decisions (from O(containerd_version) or the node); null if unknown.
   returned: success

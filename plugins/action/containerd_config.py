@@ -321,6 +321,7 @@ class ActionModule(ActionBase):
             "nvidia_entries": main.nvidia.get("entries", {}),
             "nvidia_default_moved_from": main.nvidia.get("moved_from"),
             "nvidia_default_kept": main.nvidia.get("kept"),
+            "nvidia_note": main.nvidia.get("note", ""),
             "containerd_version": ".".join(str(part) for part in containerd_version) if containerd_version else None,
             "diff": [outcome.diff() for outcome in changed],
         }
