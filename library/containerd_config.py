@@ -290,7 +290,7 @@ nvidia_note:
     (also at the end of RV(msg)); empty when they say nothing.
   returned: success
   type: str
-  sample: "NVIDIA's runtime is also registered as nvidia-cdi (/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi): kept"
+  sample: "NVIDIA's runtime is also registered as nvidia-cdi (/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi)"
 containerd_version:
   description: containerd version used for the decisions (from O(containerd_version) or the node); null if unknown.
   returned: success
