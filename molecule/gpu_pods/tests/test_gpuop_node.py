@@ -32,7 +32,9 @@ def test_after_the_plugin_moved_to_cdi_cri_the_default_moves_and_the_operators_e
     set_strategy(host, "cdi-cri")
     result = site(host)
     assert result.returncode == 0, result.stdout[-6000:]
-    assert "NVIDIA's runtime is also registered as" in result.stdout, result.stdout[-6000:]  # said to the user
+    out = said(result)  # said to the user: what the file holds and what was kept
+    assert f"NVIDIA's runtime is also registered as nvidia-cdi ({TOOLKIT}.cdi), nvidia-legacy" in out, out[-6000:]
+    assert f"the default runtime was NVIDIA's runtime nvidia-cdi ({TOOLKIT}.cdi): it is no longer" in out
     runtimes, default = containerd_runtimes(host)
     assert default == "runc"
     assert runtimes["runc"]["options"]["SystemdCgroup"] is True
