@@ -84,14 +84,20 @@ options:
   default_runtime:
     description:
       - Runtime to make the default (C(default_runtime_name)). Leave unset to keep the current default.
+      - Where the default is NVIDIA's runtime already under another name (an entry whose C(options.BinaryName) is
+        C(nvidia-container-runtime), C(.cdi) or C(.legacy), such as AKS's C(nvidia-container-runtime) or the GPU
+        Operator's C(nvidia-cdi)), and this names O(runtime.name), that entry stays the default
+        (RV(nvidia_default_kept)).
       - Keep runc the default on GPU nodes and give GPUs to pods through CDI; with nvidia as the default,
         any pod that sets C(NVIDIA_VISIBLE_DEVICES) sees GPUs.
     type: str
   unset_default:
     description:
-      - Remove C(default_runtime_name) from the file when it names O(runtime.name) and O(default_runtime) is not
-        set, so containerd's own default (C(runc)) applies again. The role sets it when
-        C(runtime_config_set_as_default) is false, so nvidia never silently stays the default.
+      - Remove C(default_runtime_name) from the file when it names NVIDIA's runtime, under O(runtime.name) or any
+        other name (an entry whose C(options.BinaryName) is C(nvidia-container-runtime), C(.cdi) or C(.legacy)), and
+        O(default_runtime) is not set, so containerd's own default (C(runc)) applies again, with the settings of the
+        old default's table (all but the binary). The NVIDIA entry itself stays (RuntimeClasses name it). The role
+        sets it when C(runtime_config_set_as_default) is false, so NVIDIA's runtime never silently stays the default.
     type: bool
     default: false
   enable_cdi:
@@ -264,6 +270,35 @@ options_copied_from:
   returned: success
   type: str
   sample: runc
+nvidia_entries:
+  description:
+    - The runtimes of the file (and of containerd's effective config) besides O(runtime.name) that are NVIDIA's
+      runtime, whatever their name (their C(options.BinaryName) is C(nvidia-container-runtime), C(.cdi) or
+      C(.legacy) in any directory), each name with its BinaryName. They are kept, as RuntimeClasses name them;
+      RV(msg) says so.
+  returned: success
+  type: dict
+  sample: {nvidia-cdi: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi}
+nvidia_default_moved_from:
+  description:
+    - The NVIDIA runtime entry that was the default and no longer is (O(unset_default)), under whatever name; the
+      default runtime's table keeps its settings but the binary. Null when the default did not move.
+  returned: success
+  type: str
+  sample: nvidia-container-runtime
+nvidia_default_kept:
+  description:
+    - The NVIDIA runtime entry, under another name than O(runtime.name), that stays the default although
+      O(default_runtime) names O(runtime.name) (no second, unused NVIDIA default is made). Null otherwise.
+  returned: success
+  type: str
+  sample: nvidia-cdi
+nvidia_note:
+  description: What RV(nvidia_entries), RV(nvidia_default_moved_from) and RV(nvidia_default_kept) say, as a sentence
+    (also at the end of RV(msg)); empty when they say nothing.
+  returned: success
+  type: str
+  sample: "NVIDIA's runtime is also registered as nvidia-cdi (/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi)"
 containerd_version:
   description: containerd version used for the decisions (from O(containerd_version) or the node); null if unknown.
   returned: success

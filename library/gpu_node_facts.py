@@ -371,9 +371,15 @@ ansible_facts:
               whether CDI devices reach containers. containerd's come from C(containerd config dump) (else
               config.toml and its imports; C(source) says which) with C(cdi_supported) (1.7 and later); CRI-O's from
               crio.conf and crio.conf.d (C(default) null when unset); docker's from daemon.json.
+            - C(default_binary) is the default entry's binary (containerd C(options.BinaryName), CRI-O
+              C(runtime_path), docker C(path); null where the config names none) and C(default_nvidia) whether the
+              default is NVIDIA's runtime, whatever its name (C(nvidia-container-runtime), C(.cdi) or C(.legacy) in any
+              directory; an entry named V(nvidia) without a binary counts too; plugins/module_utils/nvidia_runtime.py).
           type: dict
           returned: always
-          sample: {containerd: {default: nvidia, cdi: false, cdi_supported: true, source: containerd config dump}}
+          sample: {containerd: {default: nvidia-cdi,
+                                default_binary: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi,
+                                default_nvidia: true, cdi: true, cdi_supported: true, source: containerd config dump}}
         toolkit_config:
           description:
             - The NVIDIA container toolkit's C(/etc/nvidia-container-runtime/config.toml) C(exists), and its

@@ -91,6 +91,18 @@ docker_default_runtime:
   description: The C(default-runtime) of docker's config file; null when it has none or cannot be read as JSON.
   returned: success
   type: str
+docker_nvidia_entries:
+  description:
+    - The entries of docker's C(runtimes) that are NVIDIA's runtime, whatever their name (their C(path) is
+      C(nvidia-container-runtime), C(.cdi) or C(.legacy) in any directory; plugins/module_utils/nvidia_runtime.py),
+      each name with its path; the entry named like the runtime (option O(name)) counts when it names no path.
+  returned: success
+  type: dict
+  sample: {gpu: /usr/bin/nvidia-container-runtime}
+docker_default_nvidia:
+  description: Whether docker's C(default-runtime) is NVIDIA's runtime, under any name (RV(docker_nvidia_entries)).
+  returned: success
+  type: bool
 pending:
   description: Per runtime, the rollback entry of a change an earlier run wrote and the runtime has not applied yet.
   returned: success
@@ -110,6 +122,7 @@ import shutil
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.nvidia_runtime import entry_binary, is_nvidia_entry, nvidia_entries
 from ansible.module_utils.systemd_units import boot_time, main_start_argv, main_start_us
 
 
@@ -137,13 +150,20 @@ def file_facts(path: str) -> dict:
     return {"path": path, "exists": True, "mode": mode, "owner": owner, "group": group}
 
 
-def docker_default_runtime(path: str):
+def docker_runtimes(path: str, name: str) -> tuple:
+    """(default-runtime or None, {name: path} of the NVIDIA entries of `runtimes`, whether the default is NVIDIA's
+    runtime) of docker's daemon.json."""
     try:
         with open(path, encoding="utf-8-sig") as handle:
             config = json.load(handle)
     except (OSError, ValueError):
-        return None  # docker_daemon_config refuses the file with its line and fix
-    return config.get("default-runtime") if isinstance(config, dict) else None
+        return None, {}, False  # docker_daemon_config refuses the file with its line and fix
+    if not isinstance(config, dict):
+        return None, {}, False
+    runtimes = config.get("runtimes") if isinstance(config.get("runtimes"), dict) else {}
+    default = config.get("default-runtime")
+    nvidia = bool(default) and is_nvidia_entry(default, entry_binary("docker", runtimes.get(default)), name)
+    return default, nvidia_entries("docker", runtimes, name), nvidia
 
 
 def started_after(started_us: int, mtime: float) -> bool:
@@ -181,13 +201,26 @@ def main():
     if missing:
         module.fail_json(msg=f"files has no config file for {', '.join(missing)}.")
 
-    result = dict(changed=False, binary_found=found, files={}, docker_default_runtime=None, pending={}, applied=[])
+    result = dict(
+        changed=False,
+        binary_found=found,
+        files={},
+        docker_default_runtime=None,
+        docker_nvidia_entries={},
+        docker_default_nvidia=False,
+        pending={},
+        applied=[],
+    )
     for runtime in [*params["runtimes"], *params["agents"]]:
         if runtime in params["runtimes"]:
             path = params["files"][runtime]
             result["files"][runtime] = file_facts(path)
             if runtime == "docker" and result["files"][runtime]["exists"]:
-                result["docker_default_runtime"] = docker_default_runtime(path)
+                (
+                    result["docker_default_runtime"],
+                    result["docker_nvidia_entries"],
+                    result["docker_default_nvidia"],
+                ) = docker_runtimes(path, params["name"])
         marker = os.path.join(params["state_dir"], f"pending-restart-{runtime}.json")
         if not os.path.exists(marker):
             continue

@@ -66,6 +66,12 @@ ARGUMENT_SPEC = {
 }
 
 
+def _note(outcome) -> str:
+    """What the file holds of NVIDIA's runtime under other names, and which default moved or was kept (issue 37)."""
+    note = (outcome.nvidia or {}).get("note")
+    return f". {note[0].upper()}{note[1:]}" if note else ""
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -316,6 +322,10 @@ class ActionModule(ActionBase):
             "runtime_table": main.runtime_table,
             "options_copied_from": main.options_copied_from,
             "default_runtime_table_written": main.default_table_written,
+            "nvidia_entries": main.nvidia.get("entries", {}),
+            "nvidia_default_moved_from": main.nvidia.get("moved_from"),
+            "nvidia_default_kept": main.nvidia.get("kept"),
+            "nvidia_note": main.nvidia.get("note", ""),
             "containerd_version": ".".join(str(part) for part in containerd_version) if containerd_version else None,
             "diff": [outcome.diff() for outcome in changed],
         }
@@ -323,9 +333,11 @@ class ActionModule(ActionBase):
             result["dropin_path"] = dropin_path
         if not changed:
             result["msg"] = f"{', '.join(o.path for o in outcomes)}: already as requested, nothing to change"
+            result["msg"] += _note(main)
             return result
         if self._task.check_mode:
             result["msg"] = f"would update {', '.join(o.path for o in changed)} (check mode, nothing written)"
+            result["msg"] += _note(main)
             return result
 
         # Ask containerd how it reads the new file before writing it (method=inplace: one file, read as a whole;
@@ -351,5 +363,5 @@ class ActionModule(ActionBase):
                 result["backup_file"] = res["backup_file"]
             elif res.get("backup_file"):
                 result["dropin_backup_file"] = res["backup_file"]
-        result["msg"] = f"updated {', '.join(written)}; restart containerd to apply"
+        result["msg"] = f"updated {', '.join(written)}; restart containerd to apply" + _note(main)
         return result

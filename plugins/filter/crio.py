@@ -12,7 +12,10 @@ monitor_env ...) with only runtime_path replaced, as NVIDIA's own tooling does.
 from __future__ import annotations
 
 import copy
+import importlib.util
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 import tomlkit
 
@@ -26,6 +29,39 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
 
 # the fields of CRI-O's own default runtime when its config names none (CRI-O 1.31+: crun, before: runc)
 FALLBACK_DEFAULTS = ("crun", "runc")
+
+
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
+    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
+    the files it loads."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+# What NVIDIA's runtime is, whatever the entry's name (issue 37)
+_nvidia = _controller_files().load_module_util("nvidia_runtime")
+
+
+def _effective(config_text: str) -> tuple:
+    """(runtimes, default_runtime as set or None) of CRI-O's effective config text."""
+    if not config_text or not config_text.strip():
+        return {}, None
+    runtime = _parse(config_text, "CRI-O's effective config (`crio config`)").get("crio", {}).get("runtime", {})
+    runtimes = runtime.get("runtimes", {}) if isinstance(runtime.get("runtimes"), Mapping) else {}
+    return runtimes, runtime.get("default_runtime") or None
+
+
+def nvidia_default(runtimes: Mapping, default, name: str) -> bool:
+    """Whether CRI-O's default runtime is NVIDIA's runtime, under ``name`` or any other (its runtime_path)."""
+    entry = runtimes.get(default) if default else None
+    return bool(default) and _nvidia.is_nvidia_entry(default, _nvidia.entry_binary("crio", entry), name)
 
 
 def crio_runtime_entry(config_text: str, name: str, binary: str) -> dict:
@@ -77,8 +113,13 @@ def crio_dropin(
     doc = tomlkit.document()
     crio = tomlkit.table(is_super_table=True)
     runtime = tomlkit.table()
-    if set_as_default:
+    runtimes_now, default_now = _effective(config_text)
+    if set_as_default and not (default_now != name and nvidia_default(runtimes_now, default_now, name)):
         runtime["default_runtime"] = name
+    elif not set_as_default and default_now != name and nvidia_default(runtimes_now, default_now, name):
+        # NVIDIA's runtime under another name is the default (an earlier file of crio.conf.d): the drop-in, read
+        # later, makes CRI-O's own default the default again; that entry stays (RuntimeClasses name it)
+        runtime["default_runtime"] = next((n for n in FALLBACK_DEFAULTS if n in runtimes_now), FALLBACK_DEFAULTS[-1])
     runtimes = tomlkit.table(is_super_table=True)
     table = tomlkit.table()
     for key, value in crio_runtime_entry(config_text, name, binary).items():
@@ -139,11 +180,19 @@ def crio_reading_problems(
     elif entry.get("runtime_path") != binary:
         problems.append(f"{table}.runtime_path is {entry.get('runtime_path')!r}, not {binary!r}")
     default = runtime.get("default_runtime")
-    if set_as_default and default != name:
+    # the runtime's own entry is meant to be NVIDIA's (its binary is checked above); others count by their binary
+    nvidia = default == name or nvidia_default(runtimes, default, name)
+    if set_as_default and not nvidia:
         problems.append(f"crio.runtime.default_runtime is {default!r}, not {name!r} as asked")
     elif not set_as_default and default == name:
         problems.append(
             f"crio.runtime.default_runtime is {name!r}: every pod without a RuntimeClass would run through it"
+        )
+    elif not set_as_default and nvidia:
+        binary = _nvidia.entry_binary("crio", runtimes.get(default))
+        problems.append(
+            f"crio.runtime.default_runtime is NVIDIA's runtime {_nvidia.describe(default, binary)}: every pod without"
+            " a RuntimeClass would run through it"
         )
     allowed = [("crio", "runtime", "runtimes", name), ("crio", "runtime", "default_runtime")]
     allowed += [path for path, _value in _leaves(dict(settings or {})) if path]

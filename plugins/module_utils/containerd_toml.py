@@ -61,7 +61,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import tomlkit
@@ -71,6 +71,7 @@ from tomlkit.items import AoT, Comment, Table, Whitespace
 
 try:  # unit tests: plugins/module_utils is on sys.path
     import containerd_versions
+    import nvidia_runtime
 
     import config_merge
 except ImportError:  # pragma: no cover - controller: load the sibling file by path
@@ -87,6 +88,7 @@ except ImportError:  # pragma: no cover - controller: load the sibling file by p
 
     config_merge = _load_sibling("config_merge")
     containerd_versions = _load_sibling("containerd_versions")
+    nvidia_runtime = _load_sibling("nvidia_runtime")
 
 DEFAULT_PATH = "/etc/containerd/config.toml"
 DEFAULT_DROPIN_DIR = "/etc/containerd/conf.d"
@@ -189,6 +191,8 @@ class Outcome:
     options_copied_from: str | None = None
     existed: bool = True
     default_table_written: str | None = None
+    # NVIDIA's runtime in the file under other names, the default moved away from or kept (nvidia_summary)
+    nvidia: dict = field(default_factory=dict)
 
     def diff(self) -> dict:
         return {"before_header": self.path, "after_header": self.path, "before": self.before, "after": self.after}
@@ -197,23 +201,48 @@ class Outcome:
 # --------------------------------------------------------------------------- parsing
 
 
+def _dotted_comments(item, path=()) -> dict:
+    """{key path: (whitespace before the comment, the comment)} of the values under a dotted key's table item."""
+    found = {}
+    body = item.value.body if isinstance(item, Table) else []
+    for key, child in body:
+        if key is None:
+            continue
+        if isinstance(child, Table):
+            found.update(_dotted_comments(child, (*path, key.key)))
+        elif getattr(child, "trivia", None) is not None and child.trivia.comment:
+            found[(*path, key.key)] = (child.trivia.comment_ws, child.trivia.comment)
+    return found
+
+
 def undot_tables(container) -> bool:
     """Rewrite the dotted keys of ``container`` (a tomlkit document or table, and its tables, recursively) as
     standard tables holding the same values; return True when there was one.
 
     ``plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true`` is valid TOML,
     but tomlkit cannot add keys next to a dotted key and still render parseable TOML. The tree under such a
-    key is written back as ``[a.b.c]`` tables (its values kept; comments inside that tree are lost).
+    key is written back as ``[a.b.c]`` tables, its values kept with their inline comments
+    (``SystemdCgroup = true   # keep systemd cgroups``, issue 37); comment lines stay where they were.
     """
     body = container.body if isinstance(container, Container) else container.value.body
     names = []
-    for key, _item in body:
-        if key is not None and key.is_dotted() and key.key not in names:
-            names.append(key.key)
+    comments: dict = {}
+    for key, item in body:
+        if key is not None and key.is_dotted():
+            if key.key not in names:
+                names.append(key.key)
+            for path, comment in _dotted_comments(item).items():
+                comments[(key.key, *path)] = comment
     for name in names:
         value = container.unwrap()[name]
         container.remove(name)
         container.append(name, value)
+    for path, (space, comment) in comments.items():
+        leaf = container
+        for part in path:
+            leaf = leaf.item(part) if hasattr(leaf, "item") else None
+        if leaf is not None and getattr(leaf, "trivia", None) is not None:
+            leaf.trivia.comment_ws, leaf.trivia.comment = space or "  ", comment
     found = bool(names)
     for key, item in list(body):
         if key is not None and isinstance(item, Table):
@@ -358,6 +387,82 @@ def _runtime_entry(name: str, sources) -> tuple[dict | None, str | None]:
     return None, None
 
 
+def nvidia_default(name, runtimes_sources, project_name: str | None) -> tuple[str | None, str | None]:
+    """(name, binary) of ``name`` when that runtime is NVIDIA's runtime (plugins/module_utils/nvidia_runtime.py: its
+    BinaryName, in the first of ``runtimes_sources`` that has its table; an entry named like the project's runtime
+    without a BinaryName counts), else (None, None)."""
+    if not isinstance(name, str) or not name:
+        return None, None
+    entry = next((runtimes[name] for runtimes in runtimes_sources if isinstance(runtimes.get(name), Mapping)), None)
+    binary = nvidia_runtime.entry_binary("containerd", entry)
+    if nvidia_runtime.is_nvidia_entry(name, binary, project_name or "nvidia"):
+        return name, binary
+    return None, None
+
+
+def _file_nvidia_default(doc, paths: TablePaths, request: Request) -> tuple[str | None, str | None]:
+    """The default_runtime_name of ``doc`` when it names NVIDIA's runtime, under any name, and its binary."""
+    name = request.runtime["name"] if request.runtime else None
+    file_default = _plain(config_merge.get_path(doc, [*paths.containerd, "default_runtime_name"]))
+    file_runtimes = _plain(config_merge.get_path(doc, list(paths.runtimes), {}))
+    file_runtimes = file_runtimes if isinstance(file_runtimes, Mapping) else {}
+    effective_runtimes, _default = _cri_runtimes(request.effective)
+    return nvidia_default(file_default, [file_runtimes, effective_runtimes], name)
+
+
+def keep_nvidia_default(doc, version: int, request: Request) -> Request:
+    """``request`` as it applies to ``doc``: asked to make the runtime the default where NVIDIA's runtime is the
+    default already under another name (nvidia-container-runtime, nvidia-cdi ...), the default stays that entry
+    (nvidia_container_toolkit_keep_gpu_pod_access; no second, unused NVIDIA default)."""
+    name = request.runtime["name"] if request.runtime else None
+    if request.default_runtime is None or request.default_runtime != name:
+        return request
+    current, _binary = _file_nvidia_default(doc, table_paths(version), request)
+    if current is None:
+        effective_runtimes, effective_default = _cri_runtimes(request.effective)
+        current, _binary = nvidia_default(effective_default, [effective_runtimes], name)
+    if current is None or current == name:
+        return request
+    return replace(request, default_runtime=None, unset_default=False)
+
+
+def nvidia_summary(doc, version: int, request: Request, plan_request: Request) -> dict:
+    """What the user is told about NVIDIA's runtime in this file: its entries under other names (kept: RuntimeClasses
+    name them), the default that moved away from one (and whose settings runc got), the default that was kept."""
+    paths = table_paths(version)
+    name = request.runtime["name"] if request.runtime else None
+    file_runtimes = _plain(config_merge.get_path(doc, list(paths.runtimes), {}))
+    file_runtimes = file_runtimes if isinstance(file_runtimes, Mapping) else {}
+    effective_runtimes, _default = _cri_runtimes(request.effective)
+    entries = {}
+    for runtimes in (effective_runtimes, file_runtimes):
+        for entry_name, binary in nvidia_runtime.nvidia_entries("containerd", runtimes, name or "nvidia").items():
+            if entry_name != name:
+                entries[entry_name] = binary
+    current, binary = _file_nvidia_default(doc, paths, request)
+    moved = (
+        current if current is not None and plan_request.unset_default and plan_request.default_runtime is None else None
+    )
+    kept = None
+    if plan_request.default_runtime is None and request.default_runtime == name and name is not None:
+        kept = current or _cri_runtimes(request.effective)[1]
+    notes = []
+    if entries:
+        notes.append(
+            "NVIDIA's runtime is also registered as "
+            + ", ".join(nvidia_runtime.describe(n, b) for n, b in sorted(entries.items()))
+            + ": kept (RuntimeClasses name it)"
+        )
+    if moved:
+        notes.append(
+            f"the default runtime was NVIDIA's runtime {nvidia_runtime.describe(current, binary)}: it is no longer the"
+            " default, and runc's table keeps its settings (all but BinaryName)"
+        )
+    if kept:
+        notes.append(f"NVIDIA's runtime {kept} stays the default (no second default named {name} is made)")
+    return {"entries": entries, "moved_from": moved, "kept": kept, "note": "; ".join(notes)}
+
+
 def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
     """Work out, from the file, containerd's effective config and its defaults, which runtime is the default
     once this request is applied, whose table the new runtime copies, and whether the default runtime's own
@@ -369,9 +474,11 @@ def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
     file_default = _plain(config_merge.get_path(doc, [*paths.containerd, "default_runtime_name"]))
     effective_runtimes, effective_default = _cri_runtimes(request.effective)
     default_runtimes, builtin_default = _cri_runtimes(request.defaults)
+    # the default is NVIDIA's runtime under whatever name (issue 37): nvidia, nvidia-container-runtime, nvidia-cdi ...
+    nvidia_file_default, _binary = nvidia_default(file_default, [file_runtimes, effective_runtimes], name)
     if request.default_runtime is not None:
         target = request.default_runtime
-    elif request.unset_default and file_default == name:
+    elif request.unset_default and nvidia_file_default is not None:
         target = builtin_default or "runc"
     else:
         target = effective_default or (file_default if isinstance(file_default, str) else None)
@@ -390,10 +497,10 @@ def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
         name is not None
         and request.default_runtime is None
         and request.unset_default
-        and file_default == name
+        and nvidia_file_default is not None
         and target not in file_runtimes
     ):
-        old_default, _label = _runtime_entry(name, sources[:2])
+        old_default, _label = _runtime_entry(nvidia_file_default, sources[:2])
     if old_default is not None:
         # containerd 2.x lays the file's runc table over its built-in one: copy what runc will be once written
         builtin_runc = default_runtimes.get("runc")
@@ -401,7 +508,7 @@ def _default_runtime_plan(doc, paths: TablePaths, request: Request) -> dict:
             source = config_merge.merge(copy.deepcopy(dict(builtin_runc)), old_default, "replace")
         else:
             source = old_default
-        source_name = name
+        source_name = nvidia_file_default
         entry = copy.deepcopy(old_default)
         options = entry.get("options") if isinstance(entry.get("options"), Mapping) else {}
         entry["options"] = {key: value for key, value in options.items() if key.lower() != "binaryname"}
@@ -520,6 +627,21 @@ def check_effective(path: str, plan: dict, request: Request) -> None:
             f"file (or set runtime_config_set_as_default: true if you really want it), then run again. "
             f"Nothing was changed."
         )
+    other, other_binary = nvidia_default(plan["effective_default"], [plan["effective_runtimes"]], name)
+    if (
+        request.unset_default
+        and request.default_runtime is None
+        and other not in (None, name)
+        and plan["file_default"] != other
+    ):
+        raise ContainerdConfigError(
+            f"containerd's effective config (`containerd --config {path} config dump`, imports included) makes "
+            f"NVIDIA's runtime {nvidia_runtime.describe(other, other_binary)} the default runtime, but {path} does "
+            f"not: {where} sets default_runtime_name = {other!r}. Every pod without a RuntimeClass would run through "
+            f"it. Remove default_runtime_name from that file (keep its runtimes.{other} table: RuntimeClasses name "
+            f"it), or set runtime_config_set_as_default: true to keep it the default, then run again. Nothing was "
+            f"changed."
+        )
     effective_entry = plan["effective_runtimes"].get(name)
     file_entry = plan["file_runtimes"].get(name)
     effective_binary = option_value((effective_entry or {}).get("options"), "BinaryName") if effective_entry else None
@@ -606,11 +728,12 @@ def _drop_stale_spellings(doc, version: int, request: Request, changes: Mapping)
 
 
 def _unset_default(doc, version: int, request: Request) -> bool:
-    """Remove default_runtime_name from ``doc`` when it names the runtime and it is not asked to be the default."""
+    """Remove default_runtime_name from ``doc`` when it names NVIDIA's runtime (under any name: the runtime's own, or
+    another entry whose binary is NVIDIA's) and the runtime is not asked to be the default. That entry stays."""
     if not request.unset_default or request.runtime is None or request.default_runtime is not None:
         return False
     key = [*table_paths(version).containerd, "default_runtime_name"]
-    if _plain(config_merge.get_path(doc, key)) != request.runtime["name"]:
+    if _file_nvidia_default(doc, table_paths(version), request)[0] is None:
         return False
     return config_merge.remove_paths(doc, [key])
 
@@ -775,6 +898,8 @@ def plan_inplace(
     doc = parse_document(text if text.strip() else "", label)  # whitespace only: start from a clean document
     version = config_version(doc, label, empty_version)
     original = doc.unwrap()
+    asked, request = request, keep_nvidia_default(doc, version, request)
+    nvidia = nvidia_summary(doc, version, asked, request)
     check_effective(path, _default_runtime_plan(doc, table_paths(version), request), request)
     default_written = _default_written(doc, version, request)
     changes, runtime_table, copied_from = build_changes(doc, version, request)
@@ -784,7 +909,7 @@ def plan_inplace(
     changed |= _merge_document(doc, text, changes, request.list_strategy)
     changed |= _unset_default(doc, version, request)
     after, changed = _finish(path, text, original, doc, changed, existed)
-    return Outcome(path, text, after, changed, version, runtime_table, copied_from, existed, default_written)
+    return Outcome(path, text, after, changed, version, runtime_table, copied_from, existed, default_written, nvidia)
 
 
 def _default_written(doc, version: int, request: Request) -> str | None:
@@ -852,6 +977,8 @@ def plan_dropin(
     root_doc = parse_document(root_text if root_text.strip() else "", label)
     version = config_version(root_doc, label, empty_version)
     root_original = root_doc.unwrap()
+    asked, request = request, keep_nvidia_default(root_doc, version, request)
+    nvidia = nvidia_summary(root_doc, version, asked, request)
     # The drop-in is ours: what it says is what this module wrote, not an import that overrides the root file.
     owned = copy.deepcopy(root_original)
     if dropin_text is not None and dropin_text.strip():
@@ -870,14 +997,25 @@ def plan_dropin(
     rendered = render_dropin(root_path, version, changes, request.list_strategy)
     default_written = _default_written(root_doc, version, request)
     if dropin_text is None:
-        dropin = Outcome(dropin_path, "", rendered, True, version, runtime_table, copied_from, False, default_written)
+        dropin = Outcome(
+            dropin_path, "", rendered, True, version, runtime_table, copied_from, False, default_written, nvidia
+        )
     else:
         same = config_merge.values_equal(
             parse_document(dropin_text, dropin_path).unwrap(), tomlkit.parse(rendered).unwrap()
         )
         after = dropin_text if same else rendered
         dropin = Outcome(
-            dropin_path, dropin_text, after, not same, version, runtime_table, copied_from, True, default_written
+            dropin_path,
+            dropin_text,
+            after,
+            not same,
+            version,
+            runtime_table,
+            copied_from,
+            True,
+            default_written,
+            nvidia,
         )
     return root, dropin
 
@@ -1039,11 +1177,23 @@ def verify_reading(
     _before_runtimes, before_default = _cri_runtimes(before) if before is not None else ({}, None)
     name = (request.runtime or {}).get("name")
     default_key = f"{dotted_key(paths.containerd)}.default_runtime_name"
+    kept, _binary = nvidia_default(before_default, [_before_runtimes], name)
+    if request.default_runtime is not None and request.default_runtime == name and kept not in (None, name):
+        # asked to be the default where NVIDIA's runtime already is under another name: that one stays (issue 37)
+        request = replace(request, default_runtime=None, unset_default=False)
+        if default != kept:
+            problems.append(f"{default_key} is {default!r}, not NVIDIA's runtime {kept!r} as it was")
     if request.default_runtime is not None:
         if default != request.default_runtime:
             problems.append(f"{default_key} is {default!r}, not {request.default_runtime!r} as asked")
     elif name is not None and default == name and (request.unset_default or before_default != name):
         problems.append(f"{default_key} is {name!r}: every pod without a RuntimeClass would run through it")
+    elif request.unset_default and nvidia_default(default, [runtimes], name)[0] not in (None, name):
+        binary = nvidia_runtime.entry_binary("containerd", runtimes.get(default))
+        problems.append(
+            f"{default_key} is NVIDIA's runtime {nvidia_runtime.describe(default, binary)}: every pod without a"
+            " RuntimeClass would run through it"
+        )
     if before is not None:
         allowed = [
             (*paths.runtimes, name) if name else None,

@@ -42,6 +42,30 @@ import glob
 import json
 import os
 import re
+import sys
+
+try:  # a node-side module: Ansible ships this sibling with it
+    from ansible.module_utils.nvidia_runtime import describe as describe_entry
+    from ansible.module_utils.nvidia_runtime import entry_binary, is_nvidia_entry
+except ImportError:  # the controller loads this file by path (controller_files.load_module_util): load the sibling too
+    import importlib.util
+
+    def _sibling(name: str):
+        module_name = f"gpu_node_provisioning_{name}"
+        if module_name not in sys.modules:
+            path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            spec.loader.exec_module(module)
+        return sys.modules[module_name]
+
+    _nvidia_runtime = _sibling("nvidia_runtime")
+    describe_entry, entry_binary, is_nvidia_entry = (
+        _nvidia_runtime.describe,
+        _nvidia_runtime.entry_binary,
+        _nvidia_runtime.is_nvidia_entry,
+    )
 
 DEVICE_PLUGIN_BINARY = "nvidia-device-plugin"
 # TASK_COMM_LEN is 16: comm holds the first 15 characters of the executable's name.
@@ -284,37 +308,103 @@ def _last_string(pattern: str, texts) -> str | None:
     return value
 
 
+_TABLE_HEADER = re.compile(r"^[ \t]*\[(?!\[)([^\]\n]*)\][ \t]*(?:#.*)?$", re.MULTILINE)
+_KEY_PART = re.compile(r"""[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))[ \t]*(?:\.|$)""")
+_STRING_VALUE = re.compile(r"""^[ \t]*([^=#\n]+?)[ \t]*=[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""", re.MULTILINE)
+
+
+def _key_parts(key: str) -> tuple:
+    """The parts of a TOML dotted key (a."b.c".'d'); () when it is no key."""
+    parts, pos = [], 0
+    while pos < len(key):
+        match = _KEY_PART.match(key, pos)
+        if match is None or match.end() == pos:
+            return ()
+        parts.append(next(group for group in match.groups() if group is not None))
+        pos = match.end()
+    return tuple(parts)
+
+
+def runtime_binaries(kind: str, texts) -> dict:
+    """{runtime name: binary} from TOML texts (read in order, later wins): containerd's
+    `...runtimes.<name>.options.BinaryName` (any spelling of the key), CRI-O's
+    `crio.runtime.runtimes.<name>.runtime_path`, as standard tables or dotted keys."""
+    found = {}
+    for text in texts:
+        if not text:
+            continue
+        sections = [((), 0)] + [(_key_parts(m.group(1)), m.end()) for m in _TABLE_HEADER.finditer(text)]
+        ends = [m.start() for m in _TABLE_HEADER.finditer(text)] + [len(text)]
+        for (table, start), end in zip(sections, ends):
+            for match in _STRING_VALUE.finditer(text[start:end]):
+                path = table + _key_parts(match.group(1))
+                value = match.group(2) if match.group(2) is not None else match.group(3)
+                if kind == "containerd" and len(path) >= 4 and path[-1].lower() == "binaryname":
+                    if path[-2] == "options" and path[-4] == "runtimes":
+                        found[path[-3]] = value
+                elif kind == "crio" and len(path) >= 3 and path[-1] == "runtime_path" and path[-3] == "runtimes":
+                    found[path[-2]] = value
+    return found
+
+
+def _with_binary(state: dict, binaries: dict, name: str = "nvidia") -> dict:
+    """state plus the default entry's binary (null when the config does not name one) and whether the default is
+    NVIDIA's runtime (plugins/module_utils/nvidia_runtime.py)."""
+    default = state.get("default")
+    state["default_binary"] = binaries.get(default) if default else None
+    state["default_nvidia"] = bool(default) and is_nvidia_entry(default, state["default_binary"], name)
+    return state
+
+
 def containerd_runtime_state(texts, version: str | None) -> dict:
-    """{default, cdi} from containerd config texts (config.toml and its imports in order, or one
-    `containerd config dump`): default_runtime_name (containerd's default runc), enable_cdi (default false
-    before 2.0, true from 2.0; REFERENCE.md)."""
+    """{default, cdi, default_binary, default_nvidia} from containerd config texts (config.toml and its imports in
+    order, or one `containerd config dump`): default_runtime_name (containerd's default runc), enable_cdi (default
+    false before 2.0, true from 2.0; REFERENCE.md), the default entry's BinaryName and whether it is NVIDIA's
+    runtime."""
     texts = [text for text in texts if text]
     default = _last_string(r"""^[ \t]*default_runtime_name[ \t]*=[ \t]*["']([^"']*)["']""", texts)
     cdi = _last_string(r"^[ \t]*enable_cdi[ \t]*=[ \t]*(true|false)\b", texts)
     major = int(re.match(r"\d+", version or "0").group(0))
-    return {"default": default or "runc", "cdi": (cdi == "true") if cdi is not None else major >= 2}
+    state = {"default": default or "runc", "cdi": (cdi == "true") if cdi is not None else major >= 2}
+    return _with_binary(state, runtime_binaries("containerd", texts))
 
 
 def crio_runtime_state(texts) -> dict:
-    """{default, cdi} of CRI-O: [crio.runtime] default_runtime (crun from 1.31, runc before: an unset value is
-    reported as null); CDI is always on in CRI-O."""
+    """{default, cdi, default_binary, default_nvidia} of CRI-O: [crio.runtime] default_runtime (crun from 1.31, runc
+    before: an unset value is reported as null); CDI is always on in CRI-O."""
+    texts = [text for text in texts if text]
     default = _last_string(r"""^[ \t]*default_runtime[ \t]*=[ \t]*["']([^"']*)["']""", texts)
-    return {"default": default or None, "cdi": True}
+    return _with_binary({"default": default or None, "cdi": True}, runtime_binaries("crio", texts))
 
 
 def docker_runtime_state(text) -> dict:
-    """{default, cdi} of docker: daemon.json default-runtime (runc when unset); CDI reaches no pod through
-    cri-dockerd, so it does not count."""
+    """{default, cdi, default_binary, default_nvidia} of docker: daemon.json default-runtime (runc when unset) and
+    its `runtimes` entry's path; CDI reaches no pod through cri-dockerd, so it does not count."""
     try:
         data = json.loads(text) if text and text.strip() else {}
     except ValueError:
         data = {}
-    default = data.get("default-runtime") if isinstance(data, dict) else None
-    return {"default": default or "runc", "cdi": False}
+    data = data if isinstance(data, dict) else {}
+    runtimes = data.get("runtimes") if isinstance(data.get("runtimes"), dict) else {}
+    binaries = {name: entry_binary("docker", entry) for name, entry in runtimes.items()}
+    return _with_binary({"default": data.get("default-runtime") or "runc", "cdi": False}, binaries)
+
+
+def nvidia_default(state: dict, name: str = "nvidia") -> bool:
+    """Whether the default of a runtime state is NVIDIA's runtime: by its binary where the facts read it, else by
+    the name (states written by hand, or by an older gpu_node_facts)."""
+    if "default_nvidia" in (state or {}):
+        return bool(state["default_nvidia"])
+    return bool((state or {}).get("default")) and state.get("default") == name
+
+
+def _default_named(state: dict) -> str:
+    """The default entry as a message names it: its name and, where known, its binary."""
+    return describe_entry(state.get("default"), state.get("default_binary"))
 
 
 def _delivers(strategy: str, state: dict, toolkit: dict, name: str) -> bool:
-    nvidia = state.get("default") == name
+    nvidia = nvidia_default(state, name)
     if strategy == "envvar":
         return nvidia and bool(toolkit.get("accept_envvar_when_unprivileged_effective"))
     if strategy == "volume-mounts":
@@ -336,8 +426,9 @@ def gpu_access(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia"
     for runtime, state in runtimes.items():
         result[runtime] = {
             "delivers": any(_delivers(s, state, toolkit, name) for s in strategies),
-            "leaks": state.get("default") == name and bool(toolkit.get("accept_envvar_when_unprivileged_effective")),
+            "leaks": nvidia_default(state, name) and bool(toolkit.get("accept_envvar_when_unprivileged_effective")),
             "default": state.get("default"),
+            "default_named": _default_named(state),
         }
     return result
 
@@ -362,7 +453,9 @@ def doctor_row(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia"
     pods = f"; {gpu_pods} running GPU workload process(es)" if gpu_pods else ""
     delivering = [runtime for runtime, item in access.items() if item["delivers"]]
     if not delivering:
-        defaults = ", ".join(f"{runtime} default {item['default']}" for runtime, item in access.items()) or "no runtime"
+        defaults = (
+            ", ".join(f"{runtime} default {item['default_named']}" for runtime, item in access.items()) or "no runtime"
+        )
         return {
             "check": check,
             "status": "fail",
@@ -376,8 +469,11 @@ def doctor_row(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia"
         return {
             "check": check,
             "status": "warn",
-            "detail": f"pods without a GPU request can see GPUs: {', '.join(leaking)} default to {name} and the"
-            f" toolkit accepts NVIDIA_VISIBLE_DEVICES from unprivileged containers; {what}{pods}",
+            "detail": "pods without a GPU request can see GPUs: "
+            + ", ".join(
+                f"{runtime} defaults to NVIDIA's runtime {access[runtime]['default_named']}" for runtime in leaking
+            )
+            + f"; the toolkit accepts NVIDIA_VISIBLE_DEVICES from unprivileged containers; {what}{pods}",
             "fix": "Migrate: device plugin to cdi-cri first, then nvidia_container_toolkit_keep_gpu_pod_access: false"
             " (playbooks/migrate_gpu_isolation.yml)",
         }
@@ -390,17 +486,19 @@ def doctor_row(plugin: dict, runtimes: dict, toolkit: dict, name: str = "nvidia"
 
 
 def planned_runtimes(current: dict, targets, set_as_default: bool, enable_cdi: bool, name: str = "nvidia") -> dict:
-    """The runtimes' {default, cdi} after runtime_config with these settings: nvidia becomes the default
-    (set_as_default) or stops being it (runc for containerd and docker; CRI-O's built-in default otherwise);
-    CDI on where asked and the runtime supports it (containerd 1.7+: current['cdi_supported'])."""
+    """The runtimes' {default, cdi} after runtime_config with these settings: NVIDIA's runtime becomes the default
+    (set_as_default: an NVIDIA entry that is the default already stays it, under its own name) or stops being it,
+    under whatever name (runc for containerd and docker; CRI-O's built-in default otherwise); CDI on where asked and
+    the runtime supports it (containerd 1.7+: current['cdi_supported'])."""
     planned = {}
     for runtime, state in current.items():
         state = dict(state)
         if runtime in targets:
             if set_as_default:
-                state["default"] = name
-            elif state.get("default") == name:
-                state["default"] = None if runtime == "crio" else "runc"
+                if not nvidia_default(state, name):
+                    state.update(default=name, default_binary=None, default_nvidia=True)
+            elif nvidia_default(state, name):
+                state.update(default=None if runtime == "crio" else "runc", default_binary=None, default_nvidia=False)
             if enable_cdi and state.get("cdi_supported", runtime != "docker"):
                 state["cdi"] = True
         planned[runtime] = state
@@ -435,7 +533,9 @@ def refusal(
     for runtime in lost:
         before, after_default = current[runtime].get("default"), planned[runtime].get("default")
         if before != after_default:
-            changes.append(f"{runtime}'s default runtime {before} -> {after_default or 'built-in'}")
+            changes.append(
+                f"{runtime}'s default runtime {_default_named(current[runtime])} -> {after_default or 'built-in'}"
+            )
     if toolkit_now.get("accept_envvar_when_unprivileged_effective") and not toolkit_planned.get(
         "accept_envvar_when_unprivileged_effective"
     ):
@@ -457,8 +557,8 @@ def refusal(
         " is what this run isolates); wait until the plugin pod on this node runs"
         ' with it (README, "Nodes that already run GPU pods"; playbooks/migrate_gpu_isolation.yml does it in'
         f" batches). (b) keep today's semantics on this node: {keep_var}: true"
-        " (nvidia stays the default and NVIDIA_VISIBLE_DEVICES stays honoured; the doctor then warns that pods"
-        " without a GPU request can see GPUs here)."
+        " (NVIDIA's runtime stays the default, under the name it has, and NVIDIA_VISIBLE_DEVICES stays honoured;"
+        " the doctor then warns that pods without a GPU request can see GPUs here)."
     )
 
 

@@ -276,8 +276,9 @@ def containerd_rows(params: dict, node: dict, containerd: dict, run, isolation, 
                 params,
                 "containerd",
                 containerd["default"],
-                f"default_runtime_name is {params['runtime_name']}: every pod whose image sets",
+                "default_runtime_name is {default}: every pod whose image sets",
                 ALLOWED_DEFAULT_FIX,
+                binary=(containerd.get("default_entry") or {}).get("binary") or None,
             )
         )
     rows.append(containerd_versions_row(node, containerd))

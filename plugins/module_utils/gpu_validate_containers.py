@@ -17,6 +17,7 @@ import string
 from ansible.module_utils.gpu_pods import doctor_row as gpu_pods_doctor_row
 from ansible.module_utils.gpu_pods import toolkit_config_facts
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate
+from ansible.module_utils.nvidia_runtime import describe, is_nvidia_entry
 
 # What a test container runs to count the NVIDIA device nodes it can see.
 COUNT_DEVICES = "ls /dev/nvidia* 2>/dev/null | wc -l"
@@ -114,16 +115,20 @@ def new_run_id() -> str:
 
 
 def default_runtime_row(
-    params: dict, runtime: str, default, said: str, allowed_fix: str, unnamed: str = "runc"
+    params: dict, runtime: str, default, said: str, allowed_fix: str, unnamed: str = "runc", binary=None
 ) -> dict:
-    """The "<runtime>: default runtime" row: nvidia as the default is a fail, or a warn when it was asked for.
-    said: how the detail starts ("default_runtime is nvidia: every pod whose image sets"); unnamed: what an
-    empty default is shown as (runc, which containerd and CRI-O then use; docker's row shows what it said)."""
+    """The "<runtime>: default runtime" row: NVIDIA's runtime as the default, under any name (its binary, `binary`,
+    is NVIDIA's: plugins/module_utils/nvidia_runtime.py; an entry named like the project's runtime whose binary is
+    not known counts too), is a fail, or a warn when it was asked for. said: how the detail starts, "{default}"
+    standing for the default entry and its binary ("default_runtime is {default}: every pod whose image sets");
+    unnamed: what an empty default is shown as (runc, which containerd and CRI-O then use; docker's row shows what
+    it said)."""
     name = params["runtime_name"]
     check = f"{runtime}: default runtime"
-    if default != name:
+    if not default or not is_nvidia_entry(default, binary, name):
         return table_row(check, "ok", f"{default or unnamed} ({name} is not the default)")
-    detail = f"{said} NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs, also pods that request none"
+    detail = f"{said.format(default=describe(default, binary))} NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get"
+    detail += " GPUs, also pods that request none"
     if params["nvidia_default_allowed"]:
         return table_row(check, "warn", detail, allowed_fix)
     return table_row(

@@ -179,14 +179,16 @@ def crio_rows(
     rows.append(registered)
     if crio is not None:
         rows.append(crio_live_row(params, crio))
-    default = (crio or {}).get("live") or {}
+    live = (crio or {}).get("live") or {}
+    default = live.get("default") if live.get("ok") else config["default"]
     rows.append(
         default_runtime_row(
             params,
             "crio",
-            default.get("default") if default.get("ok") else config["default"],
-            f"default_runtime is {name}: every pod whose image sets",
+            default,
+            "default_runtime is {default}: every pod whose image sets",
             "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
+            binary=config["default_entry"]["binary"] or None if default == config["default"] else None,
         )
     )
     if crio is not None:

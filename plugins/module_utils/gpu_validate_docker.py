@@ -21,6 +21,7 @@ from ansible.module_utils.gpu_validate_containers import (
     sys_admin_row,
 )
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
+from ansible.module_utils.nvidia_runtime import entry_binary
 
 # docker info as one JSON document: its runtimes and its default runtime (a Go template).
 DOCKER_INFO_FORMAT = '{"runtimes": {{json .Runtimes}}, "default": {{json .DefaultRuntime}}}'
@@ -80,13 +81,15 @@ def docker_runtime_rows(params: dict, node: dict, docker: dict, toolkit_installe
         ]
     else:
         rows = [table_row(check, "skipped", "no GPU (and no toolkit installed)")]
+    entry = docker["runtimes"].get(docker["default"]) if isinstance(docker["runtimes"], dict) else None
     default = default_runtime_row(
         params,
         "docker",
         docker["default"],
-        f"{name} is the default runtime: every container that sets",
+        "{default} is the default runtime: every container that sets",
         ALLOWED_DEFAULT_FIX,
         unnamed="",
+        binary=entry_binary("docker", entry),
     )
     return [*rows, default]
 

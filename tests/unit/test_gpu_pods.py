@@ -183,17 +183,22 @@ def test_toolkit_config_cdi_annotation_prefixes_as_set_and_as_they_act(tmp_path,
 
 def test_runtime_states():
     cns = (Path(__file__).parents[1] / "fixtures/gpu_pods/cns-containerd-config.toml").read_text()
-    assert gpu_pods.containerd_runtime_state([cns], "1.7.24") == {"default": "nvidia", "cdi": False}
+    nvidia_bin = {"default_binary": "/usr/bin/nvidia-container-runtime", "default_nvidia": True}
+    runc = {"default_binary": None, "default_nvidia": False}
+    assert gpu_pods.containerd_runtime_state([cns], "1.7.24") == {"default": "nvidia", "cdi": False, **nvidia_bin}
     assert gpu_pods.containerd_runtime_state([cns, "enable_cdi = true\n"], "1.7.24")["cdi"] is True
-    assert gpu_pods.containerd_runtime_state([None], "2.1.4") == {"default": "runc", "cdi": True}
-    assert gpu_pods.docker_runtime_state('{"default-runtime": "nvidia"}') == {"default": "nvidia", "cdi": False}
-    assert gpu_pods.docker_runtime_state("not json") == {"default": "runc", "cdi": False}
+    assert gpu_pods.containerd_runtime_state([None], "2.1.4") == {"default": "runc", "cdi": True, **runc}
+    # named nvidia, binary not in the file: the project's own name still counts
+    assert gpu_pods.docker_runtime_state('{"default-runtime": "nvidia"}') == {
+        "default": "nvidia",
+        "cdi": False,
+        "default_binary": None,
+        "default_nvidia": True,
+    }
+    assert gpu_pods.docker_runtime_state("not json") == {"default": "runc", "cdi": False, **runc}
     assert gpu_pods.crio_runtime_state(
         ['[crio.runtime]\ndefault_runtime = "crun"\n', 'default_runtime = "nvidia"\n']
-    ) == {
-        "default": "nvidia",
-        "cdi": True,
-    }
+    ) == {"default": "nvidia", "cdi": True, "default_binary": None, "default_nvidia": True}
 
 
 PLUGIN_ENVVAR = {
@@ -333,10 +338,17 @@ def test_facts_module_reports_what_gpu_pods_rely_on(tmp_path):
     assert facts["runtime_defaults"]["containerd"] == {
         "default": "nvidia",
         "cdi": False,
+        "default_binary": None,
+        "default_nvidia": True,
         "cdi_supported": True,
         "source": "files",
     }
-    assert facts["runtime_defaults"]["docker"] == {"default": "nvidia", "cdi": False}
+    assert facts["runtime_defaults"]["docker"] == {
+        "default": "nvidia",
+        "cdi": False,
+        "default_binary": None,
+        "default_nvidia": True,
+    }
     assert "crio" not in facts["runtime_defaults"]
     assert facts["toolkit_config"]["exists"] is False
 

@@ -22,8 +22,8 @@ CRIO_DUMP = (
 )
 CRIO_NO_NVIDIA = '[crio.runtime]\ndefault_runtime = "crun"\n[crio.runtime.runtimes.crun]\nruntime_path = ""\n'
 DEFAULT_DETAIL = (
-    "default_runtime is nvidia: every pod whose image sets NVIDIA_VISIBLE_DEVICES (all CUDA images do) can get GPUs,"
-    " also pods that request none"
+    "default_runtime is nvidia (/usr/bin/nvidia-container-runtime): every pod whose image sets NVIDIA_VISIBLE_DEVICES"
+    " (all CUDA images do) can get GPUs, also pods that request none"
 )
 
 

@@ -76,7 +76,8 @@ def test_docker_info_reads_the_json_of_the_format_and_refuses_anything_else():
                     D_DEFAULT: row(
                         D_DEFAULT,
                         "fail",
-                        "nvidia is the default runtime: every container that sets NVIDIA_VISIBLE_DEVICES (all CUDA"
+                        "nvidia (/usr/bin/nvidia-container-runtime) is the default runtime: every container that sets"
+                        " NVIDIA_VISIBLE_DEVICES (all CUDA"
                         " images do) can get GPUs, also pods that request none",
                         "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime",
                     ),
@@ -110,7 +111,8 @@ def test_docker_info_reads_the_json_of_the_format_and_refuses_anything_else():
                     D_DEFAULT: row(
                         D_DEFAULT,
                         "warn",
-                        "nvidia is the default runtime: every container that sets NVIDIA_VISIBLE_DEVICES (all CUDA"
+                        "nvidia (/usr/bin/nvidia-container-runtime) is the default runtime: every container that sets"
+                        " NVIDIA_VISIBLE_DEVICES (all CUDA"
                         " images do) can get GPUs, also pods that request none",
                         "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI and keep"
                         " NVIDIA_VISIBLE_DEVICES hardening on",

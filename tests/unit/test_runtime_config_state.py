@@ -48,6 +48,39 @@ def test_reads_each_config_files_attributes_and_dockers_default_runtime(tmp_path
     assert res.result["binary_found"] is True and res.result["pending"] == {} and res.result["applied"] == []
 
 
+@pytest.mark.parametrize(
+    ("runtimes", "default", "entries", "nvidia"),
+    [
+        # NVIDIA's runtime under another name (issue 37): recognised by its path, in any directory, any mode suffix
+        ({"gpu": {"path": "nvidia-container-runtime"}}, "gpu", {"gpu": "nvidia-container-runtime"}, True),
+        (
+            {
+                "nvidia-cdi": {"path": "/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi"},
+                "runc": {"path": "runc"},
+            },
+            "nvidia-cdi",
+            {"nvidia-cdi": "/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi"},
+            True,
+        ),
+        # the entry is there, the default is another runtime
+        (
+            {"gpu": {"path": "/usr/bin/nvidia-container-runtime"}},
+            "runc",
+            {"gpu": "/usr/bin/nvidia-container-runtime"},
+            False,
+        ),
+        # a name is no binary: an entry called nvidia-ish that runs crun is not NVIDIA's runtime
+        ({"nvidia-container-runtime": {"path": "/usr/bin/crun"}}, "nvidia-container-runtime", {}, False),
+    ],
+)
+def test_dockers_nvidia_entries_are_known_by_their_path(tmp_path, runtimes, default, entries, nvidia):
+    (tmp_path / "daemon.json").write_text(json.dumps({"default-runtime": default, "runtimes": runtimes}))
+    result = run_module(MOD, _args(tmp_path)).result
+    assert result["docker_default_runtime"] == default
+    assert result["docker_nvidia_entries"] == entries
+    assert result["docker_default_nvidia"] is nvidia
+
+
 def test_an_unreadable_daemon_json_is_left_to_the_merge_module(tmp_path):
     (tmp_path / "daemon.json").write_text('{"default-runtime": ')
     assert run_module(MOD, _args(tmp_path)).result["docker_default_runtime"] is None

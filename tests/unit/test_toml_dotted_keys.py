@@ -73,3 +73,31 @@ def test_toml_merge_merges_into_dotted_keys():
         "disable-require": False,
         "nvidia-container-runtime": {"log-level": "info", "mode": "cdi"},
     }
+
+
+DOTTED_WITH_COMMENTS = """\
+version = 2
+# runc as the kubelet wants it
+plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.runtime_type = "io.containerd.runc.v2"
+plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options.SystemdCgroup = true   # keep systemd cgroups
+"""
+
+
+def test_dotted_keys_keep_their_inline_comments():
+    """Issue 37: the tree under a dotted key is written as tables, each value with the comment it had."""
+    outcome = ct.plan_inplace(DOTTED_WITH_COMMENTS, PATH, ct.Request(runtime=NVIDIA))
+    assert outcome.changed is True
+    assert "\nSystemdCgroup = true   # keep systemd cgroups\n" in outcome.after
+    assert "# runc as the kubelet wants it\n" in outcome.after
+    assert _cri(outcome.after)["containerd"]["runtimes"]["runc"]["options"] == {"SystemdCgroup": True}
+    in_a_table = DOTTED_IN_A_TABLE.replace(
+        "SystemdCgroup = true\n", "SystemdCgroup = true  # systemd, as the kubelet\n"
+    )
+    after = ct.plan_inplace(in_a_table, PATH, ct.Request(runtime=NVIDIA)).after
+    assert "\nSystemdCgroup = true  # systemd, as the kubelet\n" in after
+    # toml_merge (the toolkit's config.toml) undots the same way
+    text = 'nvidia-container-runtime.mode = "auto"  # set by the admin\n'
+    result = tm.plan(
+        text, "/etc/nvidia-container-runtime/config.toml", {"nvidia-container-runtime": {"log-level": "info"}}
+    )
+    assert 'mode = "auto"  # set by the admin' in result.after

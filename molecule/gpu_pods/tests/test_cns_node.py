@@ -19,7 +19,7 @@ def test_site_refuses_while_the_plugin_is_on_envvar_and_changes_nothing(host):
     assert result.returncode != 0, out
     assert "Refusing to change gp-cns: it runs NVIDIA's device plugin (standalone" in out, out
     assert "device-list-strategy envvar (env)" in out
-    assert "containerd's default runtime nvidia -> runc" in out
+    assert "containerd's default runtime nvidia (/usr/bin/nvidia-container-runtime) -> runc" in out  # entry, binary
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged true -> false" in out
     assert "sleep (pid" in out  # the stand-in GPU workload
     assert "deviceListStrategy=cdi-cri" in out and "spec.cdi.enabled: true" in out
