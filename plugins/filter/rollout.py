@@ -30,7 +30,9 @@ count=1)`
     (``rc``, ``stdout``, ``stderr``), whose stdout is ``{"node": <kubectl get node -o json>, "slices": <kubectl get
     resourceslices -o json, or null>}``. Returns ``{"back", "ready", "gpus", "missing", "fix"}``: ``back`` when
     the node's condition Ready is True and at least ``count`` GPUs are allocatable: for ``device_plugin`` the
-    integer ``status.allocatable[resource]``; for ``dra`` the devices of the ResourceSlices whose ``spec.driver`` is
+    integer ``status.allocatable[resource]`` (for the default ``nvidia.com/gpu``, the sum of the device plugin's
+    ``nvidia.com/gpu``, ``nvidia.com/mig-*`` and their ``.shared`` names: a MIG or time-sliced node);
+    for ``dra`` the devices of the ResourceSlices whose ``spec.driver`` is
     ``driver`` and ``spec.nodeName`` the node (resource.k8s.io/v1, GA in Kubernetes 1.34: kubernetes/api
     resource/v1/types.go, ResourceSliceSpec ``driver``/``nodeName``/``devices``); ``none`` asks only for Ready.
     ``missing`` says what is not there yet (empty when back) and ``fix`` what to look at.
@@ -154,6 +156,21 @@ def _ready(node: Mapping):
     return False, "no Ready condition"
 
 
+# NVIDIA's device plugin names its resources nvidia.com/gpu, nvidia.com/mig-<profile> under the MIG strategy mixed
+# (release notes of NVIDIA/k8s-device-plugin v0.7.0, e.g. nvidia.com/mig-3g.20gb) and, shared (time-slicing, MPS)
+# with renameByDefault, <name>.shared (api/config/v1/consts.go DefaultSharedResourceNameSuffix, resources.go
+# DefaultSharedRename). Counted together for the default resource: each GPU back gives at least one of them (a MIG
+# GPU one per instance, a shared GPU one per replica), so a MIG or shared node is back when their sum reaches its
+# GPU count.
+DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
+_DEVICE_PLUGIN_NAMES = re.compile(r"nvidia\.com/(gpu(\.shared)?|mig-[0-9a-z.+-]+)")
+
+
+def _device_plugin_resources(allocatable: Mapping) -> list:
+    """The allocatable resources of NVIDIA's device plugin (nvidia.com/gpu, mig-*, their .shared names), sorted."""
+    return sorted(name for name in allocatable if isinstance(name, str) and _DEVICE_PLUGIN_NAMES.fullmatch(name))
+
+
 def _quantity(value) -> int:
     """An extended resource's quantity (a whole number: extended resources take no fractions)."""
     try:
@@ -187,11 +204,14 @@ def gpu_rollout_node_gpus(
         api = "none"
     if api == "device_plugin":
         allocatable = (answer["node"].get("status") or {}).get("allocatable") or {}
-        state["gpus"] = _quantity(allocatable.get(resource, 0))
-        if resource not in allocatable:
+        names = _device_plugin_resources(allocatable) if resource == DEVICE_PLUGIN_RESOURCE else []
+        names = names or ([resource] if resource in allocatable else [])
+        state["gpus"] = sum(_quantity(allocatable[name]) for name in names)
+        shown = " + ".join(f"{name} {allocatable[name]}" for name in names)
+        if not names:
             missing.append(f"{resource} is not in its status.allocatable")
         elif state["gpus"] < count:
-            missing.append(f"{resource} allocatable is {allocatable[resource]}, {count} wanted")
+            missing.append(f"allocatable {shown}, {count} wanted")
         plugin_fix = (
             f"look at the NVIDIA device plugin's pod on {node} (kubectl get pods -A -o wide "
             f"--field-selector spec.nodeName={node}; its log), which registers {resource}"

@@ -66,8 +66,14 @@ GPUS = node(allocatable={"nvidia.com/gpu": "2"})
     [
         (answer(NOT_READY), False, "the node is not Ready (Ready=False: KubeletNotReady: kubelet says", "kubelet"),
         (answer(NO_GPUS), False, "nvidia.com/gpu is not in its status.allocatable", "device plugin's pod on"),
-        (answer(node(allocatable={"nvidia.com/gpu": "1"})), False, "nvidia.com/gpu allocatable is 1, 2 wanted", ""),
-        (answer(node(allocatable={"nvidia.com/gpu": "0"})), False, "allocatable is 0, 2 wanted", ""),
+        (answer(node(allocatable={"nvidia.com/gpu": "1"})), False, "allocatable nvidia.com/gpu 1, 2 wanted", ""),
+        (answer(node(allocatable={"nvidia.com/gpu": "0"})), False, "allocatable nvidia.com/gpu 0, 2 wanted", ""),
+        # MIG (strategy mixed) and time-slicing with renameByDefault: the device plugin's other resource names
+        (answer(node(allocatable={"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-3g.40gb": "2"})), True, "", ""),
+        (answer(node(allocatable={"nvidia.com/gpu.shared": "8"})), True, "", ""),
+        (answer(node(allocatable={"nvidia.com/mig-7g.80gb": "1"})), False, "nvidia.com/mig-7g.80gb 1, 2 wanted", ""),
+        (answer(node(allocatable={"nvidia.com/gpu": "1", "nvidia.com/mig-2g.20gb": "3"})), True, "", ""),
+        (answer(node(allocatable={"example.com/gpu": "4", "nvidia.com/gpus": "4"})), False, "is not in its", ""),
         (answer(GPUS), True, "", ""),
         (answer(node(allocatable={"nvidia.com/gpu": "16"})), True, "", ""),  # time-slicing replicas
         (
@@ -319,3 +325,11 @@ def test_without_a_kubeconfig_the_play_takes_the_control_plane_installers(tmp_pa
     assert run.returncode == 0, run.stdout + run.stderr
     assert {call["kubeconfig"] for call in cluster["calls"]} == {kubeconfig}
     assert verbs(cluster["calls"])[-1] == "uncordon"
+
+
+def test_a_resource_the_user_names_is_counted_alone():
+    allocatable = {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "7"}
+    state = rollout.gpu_rollout_node_gpus(
+        answer(node(allocatable=allocatable)), NODE, resource="nvidia.com/mig-1g.10gb", count=8
+    )
+    assert state["gpus"] == 7 and state["missing"] == "allocatable nvidia.com/mig-1g.10gb 7, 8 wanted"
