@@ -138,6 +138,16 @@ def mig_row(selected: str, config_path: str, spec, gpus: list) -> dict:
             problems.append(problem)
     if problems:
         return table_row(NAME, "fail", f"layout {selected}: " + "; ".join(problems), FIX)
+    if not covered:
+        # mig-parted applies nothing then: a layout written for other GPUs (a device-filter for A100s on H100s)
+        ids = ", ".join(sorted({str(gpu.get("device_id")) for gpu in gpus}))
+        return table_row(
+            NAME,
+            "fail",
+            f"layout {selected} applies to none of the {len(gpus)} GPU(s) (device IDs {ids}): its devices and "
+            "device-filter entries match no GPU of this node",
+            FIX,
+        )
     return table_row(NAME, "ok", f"layout {selected} on {covered} of {len(gpus)} GPU(s)")
 
 

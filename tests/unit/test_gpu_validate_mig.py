@@ -102,6 +102,17 @@ def test_a_gpu_no_entry_matches_is_left_alone():
     assert (row["status"], row["detail"]) == ("ok", "layout inference on 1 of 2 GPU(s)")
 
 
+def test_a_layout_that_matches_no_gpu_of_the_node_fails():
+    """An A100/H100 layout on an L40S node: mig-parted would apply nothing, so the node is not in the layout."""
+    query = "0, 0x26B510DE, Disabled\n1, 0x26B510DE, Disabled\n"
+    row = check(fake(query=query, gpus=({}, {})))
+    assert row["status"] == "fail"
+    assert row["detail"] == (
+        "layout inference applies to none of the 2 GPU(s) (device IDs 0X26B510DE): its devices and device-filter"
+        " entries match no GPU of this node"
+    )
+
+
 def test_a_layout_missing_from_the_config_fails():
     row = check(fake(selected="training"))
     assert (row["status"], row["detail"]) == ("fail", f"layout training is not in {CONFIG}")
