@@ -180,7 +180,8 @@ def crio_rows(
     if crio is not None:
         rows.append(crio_live_row(params, crio))
     live = (crio or {}).get("live") or {}
-    default = live.get("default") if live.get("ok") else config["default"]
+    judged = live if live.get("ok") else config  # the running daemon where it answers, else the files
+    default = judged["default"]
     rows.append(
         default_runtime_row(
             params,
@@ -188,7 +189,7 @@ def crio_rows(
             default,
             "default_runtime is {default}: every pod whose image sets",
             "Intended (nvidia_container_toolkit_set_as_default): give GPU pods devices through CDI",
-            binary=config["default_entry"]["binary"] or None if default == config["default"] else None,
+            binary=(judged.get("default_entry") or {}).get("binary") or None,
         )
     )
     if crio is not None:

@@ -195,6 +195,12 @@ def test_crio_rows_fail_a_cri_that_is_not_ready_and_a_handler_the_running_daemon
 def test_crio_default_runtime_row_reads_the_running_daemon():
     rows, _c = _crio_rows(_crio_node((0, CRIO_LIVE.format(default="nvidia", handler="nvidia"), "")))
     assert rows["crio: default runtime"]["status"] == "fail"
+    # NVIDIA's runtime under another name, the default of the running daemon only (files say runc): judged by its
+    # binary (issue 37)
+    rows, _c = _crio_rows(_crio_node((0, CRIO_LIVE.format(default="nvidia-cdi", handler="nvidia-cdi"), "")))
+    row = rows["crio: default runtime"]
+    assert row["status"] == "fail", row
+    assert "nvidia-cdi (/usr/bin/nvidia-container-runtime)" in row["detail"]
 
 
 def test_crio_sys_admin_row_fails_when_the_default_handler_hands_out_gpus():
