@@ -3,15 +3,15 @@
 """Filters of runtime_config for nodes whose containerd a cluster installer runs (RKE2, k3s).
 
 RKE2 and k3s regenerate containerd's config.toml at every agent start, from
-``<data-dir>/agent/etc/containerd/config.toml.tmpl`` (``config-v3.toml.tmpl`` with containerd 2.x) when it
-exists, else from their built-in template; ``{{ template "base" . }}`` in that file stands for the built-in
-config (k3s docs "Base template"; the paths and version gates are cited in library/gpu_node_facts.py). So
-the generated config.toml is never edited. ``installer_runtime_plan`` decides, from the installer facts
-(gpu_node_facts ``installer``), the config the agent generated at its last start and the template on the
-node, what the node needs: nothing (the agent registers the runtime by itself), our template, or a refusal
-that says why and what to do. The runtime's table in the template is a copy of the default runtime's table
-of the generated config with only ``BinaryName`` replaced (copy, don't invent), keys compared
-case-insensitively as containerd decodes them (containerd_toml.fold_options).
+``<data-dir>/agent/etc/containerd/config.toml.tmpl`` (``config-v3.toml.tmpl`` with containerd 2.x) when it exists,
+else from their built-in template; ``{{ template "base" . }}`` in that file stands for the built-in config (k3s docs
+"Base template"; the paths and version gates are cited in plugins/module_utils/node_facts_installers.py). So the
+generated config.toml is never edited. ``installer_runtime_plan`` decides, from the installer facts (gpu_node_facts
+``installer``), the config the agent generated at its last start and the template on the node, what the node needs:
+nothing (the agent registers the runtime by itself), our template, or a refusal that says why and what to do. The
+runtime's table in the template is a copy of the default runtime's table of the generated config with only
+``BinaryName`` replaced (copy, don't invent), keys compared case-insensitively as containerd decodes them
+(containerd_toml.fold_options).
 """
 
 from __future__ import annotations

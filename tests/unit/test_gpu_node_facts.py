@@ -10,9 +10,23 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import node_facts_installers
 import pytest
 import yaml
 from conftest import load_module, run_module
+from node_facts_gpu import parse_numa_node, parse_nvidia_driver_version
+from node_facts_host import version_at_least
+from node_facts_installers import CONTAINERD2_GATE, parse_rancher_version, release_gate
+from node_facts_kernel import parse_kernel_release
+from node_facts_platform import parse_mokutil_sb_state, parse_secure_boot_efivar
+from node_facts_runtimes import (
+    KUBELET_CONFIG_DIR_MIN,
+    parse_containerd_version,
+    parse_crio_version,
+    parse_docker_version,
+    parse_kubelet_version,
+    parse_oci_runtime_version,
+)
 
 facts_module = load_module("gpu_node_facts")
 
@@ -144,7 +158,7 @@ class FakeCommands:
     ],
 )
 def test_parse_docker_version(output, expected):
-    assert facts_module.parse_docker_version(output) == expected
+    assert parse_docker_version(output) == expected
 
 
 @pytest.mark.parametrize(
@@ -171,7 +185,7 @@ def test_parse_docker_version(output, expected):
     ],
 )
 def test_parse_containerd_version(output, expected):
-    assert facts_module.parse_containerd_version(output) == expected
+    assert parse_containerd_version(output) == expected
 
 
 CRIO_1_19 = """crio version 1.19.6
@@ -209,7 +223,7 @@ Linkmode:       static
     ],
 )
 def test_parse_crio_version(output, expected):
-    assert facts_module.parse_crio_version(output) == expected
+    assert parse_crio_version(output) == expected
 
 
 @pytest.mark.parametrize(
@@ -222,7 +236,7 @@ def test_parse_crio_version(output, expected):
     ],
 )
 def test_parse_kubelet_version(output, expected):
-    assert facts_module.parse_kubelet_version(output) == expected
+    assert parse_kubelet_version(output) == expected
 
 
 @pytest.mark.parametrize(
@@ -253,7 +267,7 @@ def test_parse_kubelet_version(output, expected):
     ],
 )
 def test_parse_nvidia_driver_version(text, expected):
-    assert facts_module.parse_nvidia_driver_version(text) == expected
+    assert parse_nvidia_driver_version(text) == expected
 
 
 @pytest.mark.parametrize(
@@ -268,7 +282,7 @@ def test_parse_nvidia_driver_version(text, expected):
     ],
 )
 def test_parse_secure_boot_efivar(data, expected):
-    assert facts_module.parse_secure_boot_efivar(data) is expected
+    assert parse_secure_boot_efivar(data) is expected
 
 
 @pytest.mark.parametrize(
@@ -283,19 +297,19 @@ def test_parse_secure_boot_efivar(data, expected):
     ],
 )
 def test_parse_mokutil_sb_state(output, expected):
-    assert facts_module.parse_mokutil_sb_state(output) is expected
+    assert parse_mokutil_sb_state(output) is expected
 
 
 @pytest.mark.parametrize(("text", "expected"), [("0\n", 0), ("1\n", 1), ("-1\n", None), ("", None), (None, None)])
 def test_parse_numa_node(text, expected):
-    assert facts_module.parse_numa_node(text) == expected
+    assert parse_numa_node(text) == expected
 
 
 @pytest.mark.parametrize(
     ("version", "expected"), [("1.30.0", True), ("1.31.2", True), ("1.29.10", False), ("2.0", True), (None, None)]
 )
 def test_kubelet_config_dir_threshold(version, expected):
-    assert facts_module.version_at_least(version, facts_module.KUBELET_CONFIG_DIR_MIN) is expected
+    assert version_at_least(version, KUBELET_CONFIG_DIR_MIN) is expected
 
 
 @pytest.mark.parametrize(
@@ -652,6 +666,47 @@ def test_fact_names_are_the_contract(tmp_path):
     assert set(facts["nvswitches"][0]) >= {"pci_address", "device_id"}
 
 
+def _documented_facts() -> dict:
+    return yaml.safe_load(facts_module.RETURN)["ansible_facts"]["contains"]["gpu_node"]["contains"]
+
+
+def _undocumented(name: str, sample, value) -> list[str]:
+    """Where a fact's value and its RETURN sample disagree on keys (dicts, entries keyed by runtime, lists of dicts)."""
+    if isinstance(sample, list) and sample and isinstance(sample[0], dict):
+        return [f"{name}[]: {sorted(set(item) ^ set(sample[0]))}" for item in value if set(item) != set(sample[0])]
+    if not isinstance(sample, dict) or not isinstance(value, dict):
+        return []
+    if name in ("runtimes", "oci_runtimes", "runtime_defaults"):  # keyed by runtime: compare the entries
+        return [
+            f"{name}.{key}: {sorted(set(entry) ^ set(sample[key]))}"
+            for key, entry in value.items()
+            if key in sample and set(entry) != set(sample[key])
+        ]
+    return [f"{name}: {sorted(set(value) ^ set(sample))}"] if set(value) != set(sample) else []
+
+
+@pytest.mark.parametrize("fixture", [*sorted(p.stem for p in FIXTURES.glob("*.yml")), "rke2 agent", "empty tree"])
+def test_the_documentation_names_every_fact_the_module_returns(tmp_path, fixture):
+    """RETURN is the facts' one description (ansible-doc renders it): its keys are the facts the subject files
+    (plugins/module_utils/node_facts_*.py) assemble, and each sample has the keys of the fact it shows."""
+    commands = None
+    if fixture == "rke2 agent":
+        root = rke2_agent(tmp_path)
+        commands = FakeCommands({("/usr/local/bin/rke2", "--version"): (0, RKE2_VERSION, "")})
+    elif fixture == "empty tree":
+        root = tmp_path
+    else:
+        root = node(tmp_path, fixture)
+    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    documented = _documented_facts()
+    assert sorted(facts) == sorted(documented), (
+        f"returned but not in RETURN: {sorted(set(facts) - set(documented))}; "
+        f"in RETURN but not returned: {sorted(set(documented) - set(facts))}"
+    )
+    wrong = [line for name, doc in documented.items() for line in _undocumented(name, doc.get("sample"), facts[name])]
+    assert not wrong, f"RETURN samples whose keys differ from the facts: {wrong}"
+
+
 @pytest.mark.parametrize("check_mode", [False, True])
 def test_module_sets_facts_from_root(tmp_path, monkeypatch, check_mode):
     from ansible.module_utils.basic import AnsibleModule
@@ -706,7 +761,7 @@ def test_module_fails_on_a_root_that_is_no_directory(tmp_path):
     ],
 )
 def test_parse_oci_runtime_version(output, expected):
-    assert facts_module.parse_oci_runtime_version(output) == expected
+    assert parse_oci_runtime_version(output) == expected
 
 
 @pytest.mark.parametrize(
@@ -720,7 +775,7 @@ def test_parse_oci_runtime_version(output, expected):
     ],
 )
 def test_parse_kernel_release(release, expected):
-    assert facts_module.parse_kernel_release(release) == expected
+    assert parse_kernel_release(release) == expected
 
 
 def test_kernel_and_oci_runtimes_from_the_tree(tmp_path):
@@ -758,7 +813,7 @@ def test_kernel_facts_of_an_empty_tree_are_unknown(tmp_path):
     assert facts["oci_runtimes"]["runc"]["version"] is None
 
 
-# --- cluster installers (paths and gates cited in library/gpu_node_facts.py) ---------------------------
+# --- cluster installers (paths and gates cited in node_facts_installers.py) ---------------------------
 
 
 def _files(root: Path, executables=(), files=(), dirs=(), links=None) -> Path:
@@ -798,9 +853,9 @@ def rke2_agent(tmp_path: Path) -> Path:
 
 
 def test_parse_rancher_version():
-    assert facts_module.parse_rancher_version(RKE2_VERSION) == ("1.32.2", "1.32.2+rke2r1")
-    assert facts_module.parse_rancher_version(K3S_OLD_VERSION) == ("1.27.4", "1.27.4+k3s1")
-    assert facts_module.parse_rancher_version("rke2: not found") == (None, None)
+    assert parse_rancher_version(RKE2_VERSION) == ("1.32.2", "1.32.2+rke2r1")
+    assert parse_rancher_version(K3S_OLD_VERSION) == ("1.27.4", "1.27.4+k3s1")
+    assert parse_rancher_version("rke2: not found") == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -821,7 +876,7 @@ def test_parse_rancher_version():
     ],
 )
 def test_installer_release_gates(version, gate, expected):
-    assert facts_module.release_gate(version, getattr(facts_module, gate)) is expected
+    assert release_gate(version, getattr(node_facts_installers, gate)) is expected
 
 
 @pytest.mark.parametrize(
@@ -829,8 +884,8 @@ def test_installer_release_gates(version, gate, expected):
     [("1.31.5", False), ("1.31.6", True), ("1.32.1", False), ("1.32.2", True), ("1.33.0", True)],
 )
 def test_rke2_containerd_2_gate(version, expected):
-    assert facts_module.release_gate(version, facts_module.CONTAINERD2_GATE["rke2"], first=31) is expected
-    assert facts_module.release_gate("1.30.9", facts_module.CONTAINERD2_GATE["rke2"]) is False
+    assert release_gate(version, CONTAINERD2_GATE["rke2"], first=31) is expected
+    assert release_gate("1.30.9", CONTAINERD2_GATE["rke2"]) is False
 
 
 def test_rke2_agent_node(tmp_path):
