@@ -48,6 +48,13 @@ options:
         from the process table (or its socket).
     type: bool
     default: true
+  toolkit_config:
+    description:
+      - The NVIDIA container toolkit's config file, read for RV(ansible_facts.gpu_node.toolkit_config) (below O(root)).
+      - Its one home is C(__gpu_node_facts_toolkit_config) in C(roles/gpu_node_facts/vars/main.yml); the module's
+        action plugin passes that value when the task gives none.
+    type: path
+    required: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -411,11 +418,14 @@ if TYPE_CHECKING:  # annotations only
     from ansible.module_utils.node_facts_host import RunCommand, Which
 
 
-def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None, which: Which | None = None) -> dict:
+def gather_gpu_node_facts(
+    root: str = "/", run_command: RunCommand | None = None, which: Which | None = None, *, toolkit_config: str
+) -> dict:
     """All the gpu_node facts for the tree at `root`, one subject file (plugins/module_utils/node_facts_*.py) each.
 
     run_command(argv) -> (rc, stdout, stderr), or None when the command could not run; pass None to run no
-    command at all. which(name) -> path or None; the default looks below `root`.
+    command at all. which(name) -> path or None; the default looks below `root`. toolkit_config: the path of the
+    toolkit's config file on the node (the module's parameter).
     """
     if which is None:
 
@@ -427,7 +437,7 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
     facts.update(runtime_facts(root, run_command, which))
     facts.update(platform_facts(root, run_command, which))
     facts.update(kernel_security_facts(root))
-    facts.update(workload_facts(root))
+    facts.update(workload_facts(root, toolkit_config))
     facts["installer"] = installer_facts(root, run_command, which, facts["kubelet"])
     facts["runtime_defaults"] = runtime_defaults(root, facts["runtimes"], run_command, facts["installer"])
     return facts
@@ -438,6 +448,7 @@ def main():
         argument_spec=dict(
             root=dict(type="path", default="/"),
             gather_runtimes=dict(type="bool", default=True),
+            toolkit_config=dict(type="path", required=True),
         ),
         supports_check_mode=True,
     )
@@ -463,7 +474,9 @@ def main():
             return None
 
     commands = run_command if live and module.params["gather_runtimes"] else None
-    facts = gather_gpu_node_facts(root, run_command=commands, which=which)
+    facts = gather_gpu_node_facts(
+        root, run_command=commands, which=which, toolkit_config=module.params["toolkit_config"]
+    )
     module.exit_json(changed=False, ansible_facts={"gpu_node": facts})
 
 

@@ -168,7 +168,7 @@ options:
   toolkit_config:
     description: NVIDIA's runtime configuration, read for the rows of the doors to a GPU without a request.
     type: path
-    default: /etc/nvidia-container-runtime/config.toml
+    required: true
   volume_mounts_allowed:
     description:
       - Whether C(accept-nvidia-visible-devices-as-volume-mounts = true) was asked for (the device plugin's
@@ -217,7 +217,7 @@ options:
   apparmor_profile:
     description: Name of the FUSE AppArmor profile.
     type: str
-    default: fuse
+    required: true
   apparmor_dir:
     description: Directory of the AppArmor profile files.
     type: path
@@ -229,15 +229,15 @@ options:
   seccomp_root:
     description: The kubelet's seccomp root; the profile is C(<root>/profiles/<seccomp_profile>.json).
     type: path
-    default: /var/lib/kubelet/seccomp
+    required: true
   seccomp_profile:
     description: Name of the FUSE seccomp profile.
     type: str
-    default: fuse
+    required: true
   kubelet_config_dir:
     description: The kubelet's drop-in directory (C(--config-dir)).
     type: path
-    default: /etc/kubernetes/kubelet.conf.d
+    required: true
   kubelet_dropin_name:
     description: File name of the drop-in the kubelet role writes.
     type: str
@@ -245,7 +245,7 @@ options:
   kubelet_main_config:
     description: The kubelet's main configuration file.
     type: path
-    default: /var/lib/kubelet/config.yaml
+    required: true
   kubelet_env_file:
     description: The file that passes KUBELET_EXTRA_ARGS to the kubelet.
     type: path
@@ -424,7 +424,7 @@ ARGUMENT_SPEC = dict(
     runtime_binary=dict(type="path", required=True),
     nvidia_default_allowed=dict(type="bool", default=False),
     toolkit_installed=dict(type="bool", default=False),
-    toolkit_config=dict(type="path", default="/etc/nvidia-container-runtime/config.toml"),
+    toolkit_config=dict(type="path", required=True),
     volume_mounts_allowed=dict(type="bool", default=False),
     cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
     mig_selected=dict(type="str", default=""),
@@ -432,14 +432,14 @@ ARGUMENT_SPEC = dict(
     docker_daemon_json=dict(type="path", default="/etc/docker/daemon.json"),
     fuse_device=dict(type="path", default="/dev/fuse"),
     apparmor_os=dict(type="bool", default=True),
-    apparmor_profile=dict(type="str", default="fuse"),
+    apparmor_profile=dict(type="str", required=True),
     apparmor_dir=dict(type="path", default="/etc/apparmor.d"),
     apparmor_profiles_file=dict(type="path", default="/sys/kernel/security/apparmor/profiles"),
-    seccomp_root=dict(type="path", default="/var/lib/kubelet/seccomp"),
-    seccomp_profile=dict(type="str", default="fuse"),
-    kubelet_config_dir=dict(type="path", default="/etc/kubernetes/kubelet.conf.d"),
+    seccomp_root=dict(type="path", required=True),
+    seccomp_profile=dict(type="str", required=True),
+    kubelet_config_dir=dict(type="path", required=True),
     kubelet_dropin_name=dict(type="str", required=True),
-    kubelet_main_config=dict(type="path", default="/var/lib/kubelet/config.yaml"),
+    kubelet_main_config=dict(type="path", required=True),
     kubelet_env_file=dict(type="path", default="/etc/default/kubelet"),
     kubelet_config_mode=dict(type="str", default="auto"),
     kubelet_dropin_min=dict(type="str", required=True),

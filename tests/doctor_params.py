@@ -23,4 +23,10 @@ def shared_doctor_params() -> dict:
         "runtime_binary": shared["__gpu_node_facts_runtime_binary"],
         "kubelet_dropin_name": shared["__gpu_node_facts_kubelet_dropin_name"],
         "kubelet_dropin_min": shared["__gpu_node_facts_kubelet_dropin_min"],
+        "kubelet_config_dir": shared["__gpu_node_facts_kubelet_config_dir"],
+        "kubelet_main_config": shared["__gpu_node_facts_kubelet_main_config"],
+        "seccomp_root": shared["__gpu_node_facts_seccomp_root"],
+        "apparmor_profile": shared["__gpu_node_facts_apparmor_profile_name"],
+        "seccomp_profile": shared["__gpu_node_facts_seccomp_profile_name"],
+        "toolkit_config": shared["__gpu_node_facts_toolkit_config"],
     }

@@ -6,16 +6,32 @@ The roles decide on ``ansible_facts.os_family`` and the distribution, which a pl
 has not gathered. Where ``ansible_facts.os_family`` is missing this action runs the setup module with the
 ``min`` subset before the gpu_node_facts module, and the task sets both kinds of facts: one task, where the role
 had a conditional setup task before this one (skipped whenever the play gathered facts, as site.yml's do).
+
+The module's ``toolkit_config`` parameter has no default of its own: the role's task passes
+``__gpu_node_facts_toolkit_config``, and a task that names none (a playbook's own, an ad-hoc run) gets that value from
+its one home, ``roles/gpu_node_facts/vars/main.yml``, read here.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 
 MODULE = "ansible.legacy.gpu_node_facts"
 SETUP = "ansible.legacy.setup"
+SHARED_VARS = Path(__file__).resolve().parents[2] / "roles" / "gpu_node_facts" / "vars" / "main.yml"
+
+
+def module_args(args: dict) -> dict:
+    """The task's arguments, with the toolkit config path from the shared values where the task gives none."""
+    if args.get("toolkit_config"):
+        return dict(args)
+    shared = yaml.safe_load(SHARED_VARS.read_text())
+    return {**args, "toolkit_config": shared["__gpu_node_facts_toolkit_config"]}
 
 
 def gather_runtimes_problem(value) -> str | None:
@@ -49,7 +65,7 @@ class ActionModule(ActionBase):
             if minimal.get("failed"):
                 return merge_hash(result, minimal)
             facts = minimal.get("ansible_facts") or {}
-        node = self._execute_module(MODULE, module_args=self._task.args, task_vars=task_vars)
+        node = self._execute_module(MODULE, module_args=module_args(self._task.args), task_vars=task_vars)
         result = merge_hash(result, node)
         if facts and not node.get("failed"):
             result["ansible_facts"] = merge_hash(facts, node.get("ansible_facts") or {})

@@ -75,7 +75,6 @@ DEVICE_PLUGIN_SOCKET_GLOB = "nvidia-*.sock"
 GPU_OPERATOR_VALIDATIONS = "/run/nvidia/validations"
 STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 DEFAULT_STRATEGY = "envvar"
-TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
 VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
 # The toolkit's own defaults for the two keys (REFERENCE.md).
@@ -284,10 +283,11 @@ def cdi_annotation_prefixes(text) -> list | None:
     return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value.group(1))]
 
 
-def toolkit_config_facts(root: str = "/", path: str = TOOLKIT_CONFIG) -> dict:
-    """The two keys of the toolkit's config.toml and its CDI annotation prefixes as the file sets them (null when
-    unset) and as they act (the toolkit's defaults for unset keys)."""
-    text = _read(_rooted(root, path))
+def toolkit_config_facts(root: str, path: str | None) -> dict:
+    """The two keys of the toolkit's config.toml at `path` (below `root`; None: no file known) and its CDI
+    annotation prefixes as the file sets them (null when unset) and as they act (the toolkit's defaults for unset
+    keys). The path's one home is __gpu_node_facts_toolkit_config (roles/gpu_node_facts/vars/main.yml)."""
+    text = _read(_rooted(root, path)) if path else None
     facts = {"path": path, "exists": text is not None}
     for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
         match = re.search(rf"^[ \t]*{re.escape(key)}[ \t]*=[ \t]*(true|false)\b", _top_level(text or ""), re.MULTILINE)
@@ -590,7 +590,7 @@ def refusal_for_run(
     """refusal() from the gpu_node facts and a run's settings: the runtimes it configures (targets), whether
     nvidia becomes their default, CDI, and the toolkit config keys it merges (settings; {} for none)."""
     current = facts.get("runtime_defaults") or {}
-    toolkit_now = facts.get("toolkit_config") or toolkit_config_facts("/nonexistent")
+    toolkit_now = facts.get("toolkit_config") or toolkit_config_facts("/", None)
     targets = list(targets or [])
     # RKE2/k3s (gpu_node_facts: the agent regenerates the installer's containerd config at every start)
     agent = ((facts.get("installer") or {}).get("containerd") or {}).get("config_regenerated") == "agent start"

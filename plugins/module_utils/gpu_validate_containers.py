@@ -45,7 +45,7 @@ def container_run_row(params: dict, check: str, run, ran: str, service: str, opt
         check,
         "fail",
         f"exit code {run[0]}: " + truncate(run[2].strip(), 200),
-        f"Read the error; check /etc/nvidia-container-runtime/config.toml and {options}",
+        f"Read the error; check {params['toolkit_config']} and {options}",
     )
 
 
@@ -144,7 +144,7 @@ def device_plugin_row(params: dict, node: dict) -> dict:
     return gpu_pods_doctor_row(
         node.get("device_plugin") or {},
         runtimes,
-        node.get("toolkit_config") or toolkit_config_facts("/nonexistent"),
+        node.get("toolkit_config") or toolkit_config_facts("/", None),
         params["runtime_name"],
         len(node.get("gpu_workloads") or []),
     )

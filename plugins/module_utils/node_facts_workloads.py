@@ -88,11 +88,11 @@ def runtime_defaults(root: str, services: dict, run_command: RunCommand | None, 
     return states
 
 
-def workload_facts(root: str) -> dict:
-    """The facts device_plugin, gpu_workloads and toolkit_config."""
+def workload_facts(root: str, toolkit_config: str) -> dict:
+    """The facts device_plugin, gpu_workloads and toolkit_config (the file at `toolkit_config`)."""
     device_plugin = device_plugin_facts(root)
     return {
         "device_plugin": device_plugin,
         "gpu_workloads": gpu_processes(root, exclude=device_plugin["pids"]),
-        "toolkit_config": toolkit_config_facts(root),
+        "toolkit_config": toolkit_config_facts(root, toolkit_config),
     }

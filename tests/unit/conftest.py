@@ -55,6 +55,15 @@ def load_module(name: str, subdir: str = "library"):
     return mod
 
 
+def gather_node_facts(*args, **kwargs) -> dict:
+    """library/gpu_node_facts.py's gather_gpu_node_facts with the toolkit config path its role passes (the value's
+    one home, roles/gpu_node_facts/vars/main.yml)."""
+    module = load_module("gpu_node_facts")
+    return module.gather_gpu_node_facts(
+        *args, toolkit_config=shared_values()["__gpu_node_facts_toolkit_config"], **kwargs
+    )
+
+
 def documented_options(module) -> dict:
     """A module's options as ansible-doc shows them: its own, over those of the project's doc fragment."""
     import yaml

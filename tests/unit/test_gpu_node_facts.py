@@ -13,7 +13,7 @@ from pathlib import Path
 import node_facts_installers
 import pytest
 import yaml
-from conftest import load_module, run_module
+from conftest import gather_node_facts, load_module, run_module, shared_values
 from node_facts_gpu import parse_numa_node, parse_nvidia_driver_version
 from node_facts_host import version_at_least
 from node_facts_installers import CONTAINERD2_GATE, parse_rancher_version, release_gate
@@ -34,6 +34,8 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sysfs"
 SECURE_BOOT_VAR = "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 
 # The names other roles use: renaming or dropping one breaks them.
+# the parameter the role passes from the value's one home
+TOOLKIT = {"toolkit_config": shared_values()["__gpu_node_facts_toolkit_config"]}
 CONTRACT_KEYS = {
     "has_gpu",
     "gpu_count",
@@ -323,7 +325,7 @@ def test_kubelet_config_dir_threshold(version, expected):
 )
 def test_apparmor(tmp_path, files, dirs, expected):
     root = build_tree(tmp_path, {"files": files, "dirs": dirs})
-    facts = facts_module.gather_gpu_node_facts(str(root))
+    facts = gather_node_facts(str(root))
     assert (facts["apparmor"]["kernel_enabled"], facts["apparmor"]["securityfs"], facts["apparmor_enabled"]) == expected
 
 
@@ -331,7 +333,7 @@ def test_apparmor(tmp_path, files, dirs, expected):
 
 
 def test_dgx_a100_gpus_and_nvswitches(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+    facts = gather_node_facts(str(node(tmp_path, "dgx_a100")))
 
     assert facts["has_gpu"] is True
     assert facts["gpu_count"] == 8
@@ -370,7 +372,7 @@ def test_dgx_a100_gpus_and_nvswitches(tmp_path):
 
 
 def test_dgx_a100_driver_and_node(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+    facts = gather_node_facts(str(node(tmp_path, "dgx_a100")))
 
     assert facts["driver"] == {
         "loaded": True,
@@ -389,7 +391,7 @@ def test_dgx_a100_driver_and_node(tmp_path):
 
 
 def test_dgx_a100_runtimes_without_commands(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+    facts = gather_node_facts(str(node(tmp_path, "dgx_a100")))
 
     assert facts["runtimes_installed"] == ["containerd"]
     assert facts["runtimes_running"] == ["containerd"]
@@ -428,7 +430,7 @@ def test_dgx_a100_with_commands(tmp_path):
             ("/usr/bin/kubelet", "--version"): (0, "Kubernetes v1.31.2\n", ""),
         }
     )
-    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    facts = gather_node_facts(str(root), run_command=commands)
 
     assert facts["runtimes"]["containerd"]["version"] == "1.7.24"
     assert facts["runtimes"]["containerd"]["version_full"] == "1.7.24~ds1"
@@ -459,7 +461,7 @@ def test_systemctl_inactive_without_process_is_not_running(tmp_path):
             ),
         }
     )
-    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    facts = gather_node_facts(str(root), run_command=commands)
 
     assert facts["runtimes"]["containerd"]["running"] is False
     assert facts["runtimes"]["containerd"]["service_state"] == "failed"
@@ -469,7 +471,7 @@ def test_systemctl_inactive_without_process_is_not_running(tmp_path):
 
 
 def test_workstation_vga_gpu_without_driver(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "workstation")))
+    facts = gather_node_facts(str(node(tmp_path, "workstation")))
 
     assert facts["has_gpu"] is True
     assert facts["gpu_count"] == 1, "the GPU's HDMI audio function and the Intel iGPU are not NVIDIA GPUs"
@@ -505,7 +507,7 @@ def test_workstation_vga_gpu_without_driver(tmp_path):
 
 
 def test_node_without_nvidia(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "no_nvidia")))
+    facts = gather_node_facts(str(node(tmp_path, "no_nvidia")))
 
     assert facts["has_gpu"] is False
     assert facts["gpu_count"] == 0
@@ -523,7 +525,7 @@ def test_node_without_nvidia(tmp_path):
 
 
 def test_container_on_a_vm(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "container")))
+    facts = gather_node_facts(str(node(tmp_path, "container")))
 
     assert (facts["container"], facts["container_type"]) == (True, "docker")
     assert (facts["vm"], facts["vm_type"]) == (True, "qemu")
@@ -547,7 +549,7 @@ def test_container_on_a_vm(tmp_path):
     ],
 )
 def test_container_kinds_from_files(tmp_path, files, expected):
-    facts = facts_module.gather_gpu_node_facts(str(build_tree(tmp_path, {"files": files})))
+    facts = gather_node_facts(str(build_tree(tmp_path, {"files": files})))
     assert facts["container_type"] == expected
     assert facts["container"] is (expected is not None)
 
@@ -567,7 +569,7 @@ def test_container_kinds_from_files(tmp_path, files, expected):
 )
 def test_vm_kinds_from_files(tmp_path, dmi, flags, expected):
     files = {f"sys/class/dmi/id/{key}": f"{value}\n" for key, value in dmi.items()}
-    facts = facts_module.gather_gpu_node_facts(str(build_tree(tmp_path, {"files": files, "cpu_flags": flags})))
+    facts = gather_node_facts(str(build_tree(tmp_path, {"files": files, "cpu_flags": flags})))
     assert facts["vm_type"] == expected
     assert facts["vm"] is (expected is not None)
 
@@ -584,11 +586,11 @@ def test_detect_virt_output_wins_over_files(tmp_path):
             ("/usr/bin/systemd-detect-virt", "--vm"): (0, "kvm\n", ""),
         }
     )
-    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    facts = gather_node_facts(str(root), run_command=commands)
     assert (facts["container_type"], facts["vm_type"]) == ("docker", "kvm")
 
     commands.answers[("/usr/bin/systemd-detect-virt", "--vm")] = (1, "none\n", "")
-    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    facts = gather_node_facts(str(root), run_command=commands)
     assert (facts["vm"], facts["vm_type"]) == (False, None), "systemd-detect-virt knows better than DMI"
 
 
@@ -605,7 +607,7 @@ def test_gpu_virtual_functions_open_driver_from_sysfs(tmp_path):
             "files": {"sys/module/nvidia/version": "570.124.06\n", "sys/module/nouveau/initstate": "live\n"},
         },
     )
-    facts = facts_module.gather_gpu_node_facts(str(root))
+    facts = gather_node_facts(str(root))
     assert facts["gpu_count"] == 1
     assert facts["gpu_vf_count"] == 2
     assert facts["gpus"][0]["device_id"] == "0x2331"
@@ -618,8 +620,8 @@ def test_gpu_virtual_functions_open_driver_from_sysfs(tmp_path):
 def test_secure_boot_from_mokutil_when_efivars_are_missing(tmp_path):
     root = build_tree(tmp_path, {"dirs": ["sys/firmware/efi"], "executables": ["usr/bin/mokutil"]})
     commands = FakeCommands({("/usr/bin/mokutil", "--sb-state"): (0, "SecureBoot enabled\n", "")})
-    assert facts_module.gather_gpu_node_facts(str(root), run_command=commands)["secure_boot"] is True
-    assert facts_module.gather_gpu_node_facts(str(root))["secure_boot"] is None, "no commands: unknown"
+    assert gather_node_facts(str(root), run_command=commands)["secure_boot"] is True
+    assert gather_node_facts(str(root))["secure_boot"] is None, "no commands: unknown"
 
 
 def test_old_sysfs_efi_vars_data_file(tmp_path):
@@ -627,11 +629,11 @@ def test_old_sysfs_efi_vars_data_file(tmp_path):
         tmp_path,
         {"binary_files": {"sys/firmware/efi/vars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c/data": "01"}},
     )
-    assert facts_module.gather_gpu_node_facts(str(root))["secure_boot"] is True
+    assert gather_node_facts(str(root))["secure_boot"] is True
 
 
 def test_empty_tree_gives_a_complete_answer(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(tmp_path))
+    facts = gather_node_facts(str(tmp_path))
     assert set(facts) >= CONTRACT_KEYS
     assert facts["has_gpu"] is False
     assert facts["driver"]["loaded"] is False
@@ -646,7 +648,7 @@ def test_unreadable_pci_files_are_skipped_not_fatal(tmp_path):
     (function_dir / "class").unlink()
     (function_dir / "numa_node").write_text("garbage\n")
     (root / "sys" / "bus" / "pci" / "devices" / "0000:3c:00.0").symlink_to("../../../devices/gone")
-    facts = facts_module.gather_gpu_node_facts(str(root))
+    facts = gather_node_facts(str(root))
     assert facts["gpu_count"] == 0, "a function without a class is not counted as a GPU"
 
 
@@ -654,7 +656,7 @@ def test_unreadable_pci_files_are_skipped_not_fatal(tmp_path):
 
 
 def test_fact_names_are_the_contract(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(node(tmp_path, "dgx_a100")))
+    facts = gather_node_facts(str(node(tmp_path, "dgx_a100")))
     missing = CONTRACT_KEYS - set(facts)
     assert not missing, f"fact names other roles use are missing: {sorted(missing)}"
     for name in ("docker", "containerd", "crio"):
@@ -697,7 +699,7 @@ def test_the_documentation_names_every_fact_the_module_returns(tmp_path, fixture
         root = tmp_path
     else:
         root = node(tmp_path, fixture)
-    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    facts = gather_node_facts(str(root), run_command=commands)
     documented = _documented_facts()
     assert sorted(facts) == sorted(documented), (
         f"returned but not in RETURN: {sorted(set(facts) - set(documented))}; "
@@ -716,12 +718,12 @@ def test_module_sets_facts_from_root(tmp_path, monkeypatch, check_mode):
 
     monkeypatch.setattr(AnsibleModule, "run_command", no_commands)
     root = node(tmp_path, "dgx_a100")
-    result = run_module(facts_module, {"root": str(root), "gather_runtimes": False}, check_mode=check_mode)
+    result = run_module(facts_module, {**TOOLKIT, "root": str(root), "gather_runtimes": False}, check_mode=check_mode)
 
     assert not result.failed, result.result
     assert result.result["changed"] is False
     facts = result.result["ansible_facts"]["gpu_node"]
-    assert facts == facts_module.gather_gpu_node_facts(str(root))
+    assert facts == gather_node_facts(str(root))
     assert facts["gpu_count"] == 8
     assert facts["nvswitch_count"] == 6
     assert facts["driver"]["version"] == "535.183.01"
@@ -734,14 +736,14 @@ def test_module_runs_no_command_below_another_root(tmp_path, monkeypatch):
         raise AssertionError(f"commands describe the running system, not the tree at root: {args}")
 
     monkeypatch.setattr(AnsibleModule, "run_command", no_commands)
-    result = run_module(facts_module, {"root": str(node(tmp_path, "workstation"))})
+    result = run_module(facts_module, {**TOOLKIT, "root": str(node(tmp_path, "workstation"))})
     assert not result.failed, result.result
     assert result.result["ansible_facts"]["gpu_node"]["runtimes"]["docker"]["version"] is None
 
 
 def test_module_fails_on_a_root_that_is_no_directory(tmp_path):
     missing = tmp_path / "nope"
-    result = run_module(facts_module, {"root": str(missing)})
+    result = run_module(facts_module, {**TOOLKIT, "root": str(missing)})
     assert result.failed
     assert str(missing) in result.result["msg"]
     assert "not a directory" in result.result["msg"]
@@ -790,7 +792,7 @@ def test_kernel_and_oci_runtimes_from_the_tree(tmp_path):
     (sbin / "runc").write_text("#!/bin/sh\n")
     (sbin / "runc").chmod(0o755)
     commands = FakeCommands({("/usr/sbin/runc", "--version"): (0, "runc version 1.1.5+ds1\ncommit: x\n", "")})
-    facts = facts_module.gather_gpu_node_facts(str(tmp_path), run_command=commands)
+    facts = gather_node_facts(str(tmp_path), run_command=commands)
     assert facts["kernel"] == {
         "release": "6.1.0-28-amd64",
         "version": "6.1.0",
@@ -808,7 +810,7 @@ def test_kernel_and_oci_runtimes_from_the_tree(tmp_path):
 
 
 def test_kernel_facts_of_an_empty_tree_are_unknown(tmp_path):
-    facts = facts_module.gather_gpu_node_facts(str(tmp_path))
+    facts = gather_node_facts(str(tmp_path))
     assert facts["kernel"] == {"release": None, "version": None, "max_user_namespaces": None, "seccomp": False}
     assert facts["oci_runtimes"]["runc"]["version"] is None
 
@@ -905,7 +907,7 @@ def test_rke2_agent_node(tmp_path):
             ),
         }
     )
-    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    installer = gather_node_facts(str(root), run_command=commands)["installer"]
     etc = "/var/lib/rancher/rke2/agent/etc/containerd"
     assert installer["name"] == "rke2"
     assert installer["found"] == ["rke2"]
@@ -952,14 +954,14 @@ def test_the_runtime_defaults_of_an_rke2_node_are_its_own_containerds(tmp_path):
             ("/var/lib/rancher/rke2/bin/containerd", "--config", f"{etc}/config.toml", "config", "dump"): (0, dump, ""),
         }
     )
-    facts = facts_module.gather_gpu_node_facts(str(root), run_command=commands)
+    facts = gather_node_facts(str(root), run_command=commands)
     assert facts["runtimes_installed"] == []
     state = facts["runtime_defaults"]["containerd"]
     assert (state["default"], state["cdi"], state["source"]) == ("nvidia", False, "containerd config dump")
     # without commands: the generated config.toml itself
     (root / etc.lstrip("/")).mkdir(parents=True, exist_ok=True)
     (root / etc.lstrip("/") / "config.toml").write_text(dump.replace('"nvidia"', '"runc"'))
-    state = facts_module.gather_gpu_node_facts(str(root), run_command=None)["runtime_defaults"]
+    state = gather_node_facts(str(root), run_command=None)["runtime_defaults"]
     assert state["containerd"]["default"] == "runc" and state["containerd"]["source"] == "files"
 
 
@@ -982,7 +984,7 @@ def test_old_k3s_server_gets_the_v2_template_and_no_default_runtime_option(tmp_p
             ),
         }
     )
-    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    installer = gather_node_facts(str(root), run_command=commands)["installer"]
     assert installer["name"] == "k3s"
     assert installer["service"] == "k3s.service"
     assert installer["containerd"]["binary"] == "/var/lib/rancher/k3s/data/current/bin/containerd"
@@ -996,7 +998,7 @@ def test_old_k3s_server_gets_the_v2_template_and_no_default_runtime_option(tmp_p
 
 def test_k3s_without_commands_knows_its_paths_but_no_version_or_gate(tmp_path):
     root = _files(tmp_path, executables=["/usr/local/bin/k3s"], files=["/etc/systemd/system/k3s-agent.service"])
-    installer = facts_module.gather_gpu_node_facts(str(root))["installer"]
+    installer = gather_node_facts(str(root))["installer"]
     assert installer["name"] == "k3s"
     assert installer["service"] == "k3s-agent.service"
     assert installer["version"] is None
@@ -1018,7 +1020,7 @@ def test_the_active_installer_wins_when_both_rancher_installers_left_traces(tmp_
             ),
         }
     )
-    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    installer = gather_node_facts(str(root), run_command=commands)["installer"]
     assert installer["name"] == "k3s"
     assert installer["found"] == ["rke2", "k3s"]
 
@@ -1029,7 +1031,7 @@ def test_kubespray_node(tmp_path):
         executables=["/usr/local/bin/containerd", "/usr/local/bin/kubelet"],
         files=["/etc/kubernetes/kubelet.env", "/etc/containerd/cri-base.json", "/etc/systemd/system/kubelet.service"],
     )
-    installer = facts_module.gather_gpu_node_facts(str(root))["installer"]
+    installer = gather_node_facts(str(root))["installer"]
     assert installer["name"] == "kubespray"
     assert installer["version"] is None
     assert installer["containerd"]["binary"] == "/usr/local/bin/containerd"
@@ -1044,7 +1046,7 @@ def test_kubespray_wins_over_kubeadm_traces(tmp_path):
         tmp_path,
         files=["/etc/kubernetes/kubelet.env", "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"],
     )
-    installer = facts_module.gather_gpu_node_facts(str(root))["installer"]
+    installer = gather_node_facts(str(root))["installer"]
     assert installer["name"] == "kubespray"
     assert installer["found"] == ["kubespray", "kubeadm"]
 
@@ -1056,7 +1058,7 @@ def test_kubeadm_node_takes_the_kubelets_version(tmp_path):
         files=["/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"],
     )
     commands = FakeCommands({("/usr/bin/kubelet", "--version"): (0, "Kubernetes v1.31.2\n", "")})
-    installer = facts_module.gather_gpu_node_facts(str(root), run_command=commands)["installer"]
+    installer = gather_node_facts(str(root), run_command=commands)["installer"]
     assert installer["name"] == "kubeadm"
     assert installer["version"] == "1.31.2"
     assert installer["evidence"] == ["/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"]
@@ -1065,7 +1067,7 @@ def test_kubeadm_node_takes_the_kubelets_version(tmp_path):
 
 
 def test_a_node_without_an_installer_says_unknown(tmp_path):
-    installer = facts_module.gather_gpu_node_facts(str(tmp_path))["installer"]
+    installer = gather_node_facts(str(tmp_path))["installer"]
     assert installer["name"] == "unknown"
     assert installer["found"] == []
     assert installer["containerd"] is None
@@ -1120,6 +1122,16 @@ def test_the_one_task_gathers_the_minimal_facts_only_where_the_play_did_not(tmp_
     assert without["os_family"] and without["gpu_node"], without
     assert {"ansible_os_family", "ansible_distribution", "gpu_node"} <= set(without["set"]), without
     assert json.loads((tmp_path / "with.json").read_text()) == ["gpu_node"]
+
+
+def test_the_action_passes_the_toolkit_config_path_from_its_one_home_where_the_task_names_none():
+    """The module has no default for toolkit_config; a task outside the role (a playbook's, an ad-hoc run) gets the
+    value of roles/gpu_node_facts/vars/main.yml from the action, and a task's own path is kept."""
+    action = load_module("gpu_node_facts", subdir="plugins/action")
+    assert action.module_args({"gather_runtimes": False}) == {"gather_runtimes": False, **TOOLKIT}
+    assert action.module_args({"toolkit_config": "/opt/nvidia/config.toml"}) == {
+        "toolkit_config": "/opt/nvidia/config.toml"
+    }
 
 
 def test_a_gather_runtimes_that_is_not_a_boolean_is_refused_naming_the_role_variable():

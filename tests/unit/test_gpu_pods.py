@@ -11,14 +11,12 @@ from pathlib import Path
 
 import gpu_pods
 import pytest
-from conftest import load_module
-
-facts_module = load_module("gpu_node_facts")
+from conftest import gather_node_facts, shared_values
 
 SOCKET = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"
 NVIDIA_DEFAULT = {"containerd": {"default": "nvidia", "cdi": False, "cdi_supported": True}}
 RUNC_DEFAULT = {"containerd": {"default": "runc", "cdi": False, "cdi_supported": True}}
-TOOLKIT_UPSTREAM = gpu_pods.toolkit_config_facts("/nonexistent")  # the toolkit's defaults: envvar true
+TOOLKIT_UPSTREAM = gpu_pods.toolkit_config_facts("/", None)  # the toolkit's defaults: envvar true
 TOOLKIT_HARDENED = {"accept_envvar_when_unprivileged_effective": False, "accept_volume_mounts_effective": True}
 
 
@@ -145,7 +143,7 @@ def test_toolkit_config_keys_as_set_and_as_they_act(tmp_path):
         "accept-nvidia-visible-devices-as-volume-mounts = true\n\n"
         "[nvidia-container-cli]\naccept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
     )
-    facts = gpu_pods.toolkit_config_facts(str(tmp_path))
+    facts = gpu_pods.toolkit_config_facts(str(tmp_path), shared_values()["__gpu_node_facts_toolkit_config"])
     assert facts["exists"]
     assert facts["accept_envvar_when_unprivileged"] is None  # commented, and the one below a table is not top level
     assert facts["accept_envvar_when_unprivileged_effective"] is True
@@ -175,7 +173,7 @@ def test_toolkit_config_cdi_annotation_prefixes_as_set_and_as_they_act(tmp_path,
     path = tmp_path / "etc/nvidia-container-runtime/config.toml"
     path.parent.mkdir(parents=True)
     path.write_text(text)
-    facts = gpu_pods.toolkit_config_facts(str(tmp_path))
+    facts = gpu_pods.toolkit_config_facts(str(tmp_path), shared_values()["__gpu_node_facts_toolkit_config"])
     assert facts["cdi_annotation_prefixes"] == prefixes
     assert facts["cdi_annotation_prefixes_effective"] == (["cdi.k8s.io/"] if prefixes is None else prefixes)
     assert TOOLKIT_UPSTREAM["cdi_annotation_prefixes_effective"] == ["cdi.k8s.io/"]
@@ -332,7 +330,7 @@ def test_facts_module_reports_what_gpu_pods_rely_on(tmp_path):
     )
     (tmp_path / "etc/docker").mkdir(parents=True)
     (tmp_path / "etc/docker/daemon.json").write_text('{"default-runtime": "nvidia", "runtimes": {}}')
-    facts = facts_module.gather_gpu_node_facts(str(tmp_path))
+    facts = gather_node_facts(str(tmp_path))
     assert facts["device_plugin"]["strategies"] == ["envvar"]
     assert [w["pid"] for w in facts["gpu_workloads"]] == [5000]
     assert facts["runtime_defaults"]["containerd"] == {

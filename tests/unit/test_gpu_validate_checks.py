@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from conftest import GPU_NODE, NO_GPU, PARAMS, FakeNode, load_module, params
+from conftest import GPU_NODE, NO_GPU, FakeNode, load_module, params, shared_doctor_params
 from gpu_validate_containers import device_plugin_row
 from gpu_validate_host import Node
 from test_gpu_validate_driver import REBOOT
@@ -67,8 +67,8 @@ def test_the_module_returns_the_rows_in_check_mode_too(module_runner, tmp_path):
         "node": GPU_NODE,
         "fuse_device": "/dev/null",
         "apparmor_os": False,
+        **shared_doctor_params(),
         "seccomp_root": str(tmp_path / "root"),
-        **{key: PARAMS[key] for key in ("runtime_binary", "kubelet_dropin_name", "kubelet_dropin_min")},
     }
     result = module_runner(checks, args, check_mode=True)
     assert not result.failed and result.result["changed"] is False

@@ -10,17 +10,16 @@ from __future__ import annotations
 import pytest
 import yaml
 from ansible.template import trust_as_template
-from conftest import load_module
+from conftest import gather_node_facts, load_module
 from test_gpu_node_facts import node
 from test_nvidia_driver_render import ROLE, Role
 
-facts_module = load_module("gpu_node_facts")
 flavour_filter = load_module("nvidia_driver", "plugins/filter")
 resolve = flavour_filter.nvidia_kernel_module
 
 
 def _gpus(tmp_path, name: str) -> list[dict]:
-    return facts_module.gather_gpu_node_facts(str(node(tmp_path, name)))["gpus"]
+    return gather_node_facts(str(node(tmp_path, name)))["gpus"]
 
 
 @pytest.mark.parametrize(

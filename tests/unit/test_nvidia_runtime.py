@@ -16,7 +16,7 @@ import containerd_toml as ct
 import gpu_pods
 import nvidia_runtime
 import pytest
-from conftest import load_module
+from conftest import gather_node_facts, load_module
 from test_runtime_config_crio import CRIO_NODE, render
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "gpu_pods"
@@ -24,7 +24,7 @@ AKS = (FIXTURES / "aks-containerd-config.toml").read_text()
 OPERATOR = (FIXTURES / "gpu-operator-containerd-config.toml").read_text()
 PATH = "/etc/containerd/config.toml"
 NVIDIA = {"name": "nvidia", "path": "/usr/bin/nvidia-container-runtime"}
-TOOLKIT_UPSTREAM = gpu_pods.toolkit_config_facts("/nonexistent")
+TOOLKIT_UPSTREAM = gpu_pods.toolkit_config_facts("/", None)
 PLUGIN_ENVVAR = {
     "running": True,
     "present": True,
@@ -34,7 +34,6 @@ PLUGIN_ENVVAR = {
     "sockets": [],
     "managed_by": "standalone",
 }
-facts_module = load_module("gpu_node_facts")
 crio_filters = load_module("crio", subdir="plugins/filter").FilterModule().filters()
 
 
@@ -137,7 +136,7 @@ def test_facts_say_nvidias_runtime_is_containerds_default_on_an_aks_node(tmp_pat
     (tmp_path / "usr/bin/containerd").chmod(0o755)
     (tmp_path / "etc/containerd").mkdir(parents=True)
     (tmp_path / "etc/containerd/config.toml").write_text(AKS)
-    state = facts_module.gather_gpu_node_facts(str(tmp_path))["runtime_defaults"]["containerd"]
+    state = gather_node_facts(str(tmp_path))["runtime_defaults"]["containerd"]
     assert state["default"] == "nvidia-container-runtime"
     assert state["default_binary"] == "/usr/bin/nvidia-container-runtime"
     assert state["default_nvidia"] is True
