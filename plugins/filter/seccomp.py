@@ -1,19 +1,27 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
 """`seccomp_docker_keys(profiles)`: the docker-only keys of seccomp profiles, as sentences.
+`seccomp_profiles_pending(stats, profiles, files)`: whether the seccomp profiles are left to install.
 
 containerd and CRI-O read a Localhost profile into the OCI runtime-spec structure and silently
 drop every key they do not know. Docker's own keys therefore vanish without an error, and a rule
 docker would apply only with a capability or on one architecture becomes a rule for everyone.
 That is the one mistake nothing else catches; every other problem of a profile (unknown action,
 wrong type) makes the runtime refuse the container, which the role's test container shows.
+
+The role reads the node once (tasks/seccomp.yml: a stat of each profile directory and file, with checksums): a node
+where every directory is root:root 0755 and every profile file root:root 0644 with the content the role writes
+(`to_nice_json(indent=2)` and a newline, tasks/seccomp_install.yml) has nothing to install, and the install tasks
+(with their test container) are skipped as a whole.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
+from ansible.plugins.filter.core import get_hash, to_nice_json
 
 # Keys of docker's (and podman's) profile format that have no OCI counterpart, and what losing them does.
 DOCKER_PROFILE_KEYS = {
@@ -53,8 +61,36 @@ def seccomp_docker_keys(profiles) -> list[str]:
     return errors
 
 
+def profile_text(profile) -> str:
+    """A profile file's content as the role writes it (tasks/seccomp_install.yml)."""
+    return to_nice_json(profile, indent=2) + "\n"
+
+
+def seccomp_profiles_pending(stats, profiles, files) -> bool:
+    """Whether anything is left to install: `stats` is the stat loop's results over the directories and the profile
+    files (`files`, <dir>/<name>.json), `profiles` {name: profile}. A file is as wanted when it is a regular file,
+    root:root 0644, with the profile's text (sha1); a directory when it is one, root:root 0755."""
+    if not isinstance(profiles, Mapping):
+        raise AnsibleFilterError(
+            f"seccomp_profiles_pending: expects a mapping of name to profile, not {type(profiles)}"
+        )
+    for result in stats:
+        path, stat = result["item"], result["stat"]
+        want = profile_text(profiles[os.path.splitext(os.path.basename(path))[0]]) if path in files else None
+        if (
+            not stat["exists"]
+            or stat["pw_name"] != "root"
+            or stat["gr_name"] != "root"
+            or stat["mode"] != ("0755" if want is None else "0644")
+            or stat["isdir"] != (want is None)
+            or (want is not None and stat["checksum"] != get_hash(want, "sha1"))
+        ):
+            return True
+    return False
+
+
 class FilterModule:
     """Seccomp profile filters (see the module docstring)."""
 
     def filters(self):
-        return {"seccomp_docker_keys": seccomp_docker_keys}
+        return {"seccomp_docker_keys": seccomp_docker_keys, "seccomp_profiles_pending": seccomp_profiles_pending}

@@ -64,6 +64,25 @@ def gather_node_facts(*args, **kwargs) -> dict:
     )
 
 
+def render_role_value(expression: str, variables: dict):
+    """`expression` rendered by Ansible's Templar as a role's task would see it: every string in `variables` (nested
+    too) is a trusted template (the project's filters load as ansible.cfg says)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    def trusted(value):
+        if isinstance(value, str):
+            return trust_as_template(value)
+        if isinstance(value, dict):
+            return {key: trusted(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [trusted(item) for item in value]
+        return value
+
+    templar = Templar(loader=DataLoader(), variables={key: trusted(value) for key, value in variables.items()})
+    return templar.template(trust_as_template(expression))
+
+
 def documented_options(module) -> dict:
     """A module's options as ansible-doc shows them: its own, over those of the project's doc fragment."""
     import yaml

@@ -306,7 +306,7 @@ def test_docker_keys_refuses_a_profile_that_is_no_mapping():
 
 
 def test_filter_plugin_exposes_the_docker_key_check():
-    assert seccomp.FilterModule().filters() == {"seccomp_docker_keys": seccomp.seccomp_docker_keys}
+    assert seccomp.FilterModule().filters()["seccomp_docker_keys"] is seccomp.seccomp_docker_keys
 
 
 # --- the AppArmor template ------------------------------------------------------------------

@@ -1,0 +1,71 @@
+"""plugins/filter/seccomp.py seccomp_profiles_pending: whether security_profiles has seccomp profiles left to install,
+from one stat of the node, which was a Jinja program in tasks/seccomp.yml. The expected answers are what that
+program rendered for the same stats (checked with Ansible's Templar when the filter replaced it); the last test
+renders the task's own expression."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+import yaml
+from conftest import ROOT, load_module, render_role_value
+
+seccomp = load_module("seccomp", subdir="plugins/filter")
+DIR = "/var/lib/kubelet/seccomp/profiles"
+FILE = f"{DIR}/fuse.json"
+PROFILES = {"fuse": {"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["mount"], "action": "SCMP_ACT_ALLOW"}]}}
+# what the role writes (tasks/seccomp_install.yml: to_nice_json(indent=2) and a newline): sorted keys, 2 spaces
+TEXT = json.dumps(PROFILES["fuse"], indent=2, sort_keys=True, separators=(",", ": ")) + "\n"
+DIR_STAT = {"exists": True, "pw_name": "root", "gr_name": "root", "mode": "0755", "isdir": True}
+FILE_STAT = {
+    "exists": True,
+    "pw_name": "root",
+    "gr_name": "root",
+    "mode": "0644",
+    "isdir": False,
+    "checksum": hashlib.sha1(TEXT.encode()).hexdigest(),
+}
+
+
+def stats(dir_stat=None, file_stat=None) -> list:
+    return [{"item": DIR, "stat": dir_stat or DIR_STAT}, {"item": FILE, "stat": file_stat or FILE_STAT}]
+
+
+def test_the_profile_text_is_what_the_role_writes():
+    assert seccomp.profile_text(PROFILES["fuse"]) == TEXT
+
+
+def test_a_node_with_every_profile_as_wanted_has_nothing_pending():
+    assert seccomp.seccomp_profiles_pending(stats(), PROFILES, [FILE]) is False
+
+
+@pytest.mark.parametrize(
+    ("dir_stat", "file_stat"),
+    [
+        (None, {**FILE_STAT, "checksum": "0" * 40}),  # other content
+        (None, {"exists": False}),
+        (None, {**FILE_STAT, "pw_name": "nobody"}),
+        (None, {**FILE_STAT, "gr_name": "adm"}),
+        (None, {**FILE_STAT, "mode": "0600"}),
+        (None, {**FILE_STAT, "isdir": True}),
+        ({**DIR_STAT, "mode": "0700"}, None),
+        ({**DIR_STAT, "isdir": False, "mode": "0755"}, None),  # a file where the directory goes
+        ({"exists": False}, None),
+    ],
+)
+def test_anything_else_is_pending(dir_stat, file_stat):
+    assert seccomp.seccomp_profiles_pending(stats(dir_stat, file_stat), PROFILES, [FILE]) is True
+
+
+def test_the_tasks_expression_reads_the_stat_loop():
+    (_stat, install) = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "seccomp.yml").read_text())
+    variables = {
+        **install["vars"],
+        "__security_profiles_seccomp_profiles": PROFILES,
+        "__security_profiles_seccomp_files": [FILE],
+    }
+    for node, pending in ((stats(), False), (stats(None, {"exists": False}), True)):
+        variables["__security_profiles_seccomp_stat"] = {"results": node}
+        assert render_role_value("{{ " + install["when"] + " }}", variables) is pending
