@@ -393,6 +393,15 @@ ansible_facts:
                    accept_envvar_when_unprivileged: null, accept_envvar_when_unprivileged_effective: true,
                    accept_volume_mounts: null, accept_volume_mounts_effective: false,
                    cdi_annotation_prefixes: [], cdi_annotation_prefixes_effective: []}
+        nvlink_fabric:
+          description:
+            - Whether the node is an NVLink5 (NVL5+) system whose fabric manager needs NVIDIA's NVLink Subnet Manager
+              (C(nvl5)), told as NVIDIA's fabric manager start script tells it, and the Mellanox PCI functions whose
+              Vital Product Data names them NVSwitch management ports (C(SW_MNG)) that showed it
+              (C(switch_management_functions)). See C(plugins/module_utils/node_facts_fabric.py).
+          type: dict
+          returned: always
+          sample: {nvl5: true, switch_management_functions: ["0000:03:00.0"]}
 """
 
 import glob
@@ -409,6 +418,7 @@ from ansible.module_utils.gpu_pods import (
     gpu_processes,
     toolkit_config_facts,
 )
+from ansible.module_utils.node_facts_fabric import nvlink_fabric_facts
 
 NVIDIA_VENDOR_ID = "0x10de"
 # PCI base class 03 (display controller): subclass 00 is VGA compatible (workstation and consumer cards),
@@ -1276,6 +1286,7 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
         "gpu_workloads": gpu_processes(root, exclude=device_plugin["pids"]),
         "runtime_defaults": runtime_defaults(root, services, run_command, installer),
         "toolkit_config": toolkit_config_facts(root),
+        "nvlink_fabric": nvlink_fabric_facts(root),
     }
 
 
