@@ -400,12 +400,22 @@ ansible_facts:
                    accept_envvar_when_unprivileged: null, accept_envvar_when_unprivileged_effective: true,
                    accept_volume_mounts: null, accept_volume_mounts_effective: false,
                    cdi_annotation_prefixes: [], cdi_annotation_prefixes_effective: []}
+        nvlink_fabric:
+          description:
+            - Whether the node is an NVLink5 (NVL5+) system whose fabric manager needs NVIDIA's NVLink Subnet Manager
+              (C(nvl5)), told as NVIDIA's fabric manager start script tells it, and the Mellanox PCI functions whose
+              Vital Product Data names them NVSwitch management ports (C(SW_MNG)) that showed it
+              (C(switch_management_functions)). See C(plugins/module_utils/node_facts_fabric.py).
+          type: dict
+          returned: always
+          sample: {nvl5: true, switch_management_functions: ["0000:03:00.0"]}
 """
 
 import os
 from typing import TYPE_CHECKING
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.node_facts_fabric import nvlink_fabric_facts
 from ansible.module_utils.node_facts_gpu import gpu_facts
 from ansible.module_utils.node_facts_host import BIN_DIRS, find_binary
 from ansible.module_utils.node_facts_installers import installer_facts
@@ -438,6 +448,7 @@ def gather_gpu_node_facts(
     facts.update(platform_facts(root, run_command, which))
     facts.update(kernel_security_facts(root))
     facts.update(workload_facts(root, toolkit_config))
+    facts["nvlink_fabric"] = nvlink_fabric_facts(root)
     facts["installer"] = installer_facts(root, run_command, which, facts["kubelet"])
     facts["runtime_defaults"] = runtime_defaults(root, facts["runtimes"], run_command, facts["installer"])
     return facts

@@ -12,7 +12,8 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, cdi, mig, fuse, security, confinement, kubelet), whatever the order of O(families).
+    their order, isolation, doors, cdi, mig, fabric, fuse, security, confinement, kubelet), whatever the order of
+    O(families).
     The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
     this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
@@ -54,8 +55,8 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fuse, security, confinement,
-      kubelet]
+    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fabric, fuse, security,
+      confinement, kubelet]
     required: true
   node:
     description:
@@ -202,6 +203,14 @@ options:
     description: The mig-parted config file of O(mig_selected) (used only where O(mig_selected) is given).
     type: path
     default: /etc/nvidia-mig-manager/config.yaml
+  imex:
+    description:
+      - How the node runs NVIDIA IMEX (nvidia_driver_imex), which the V(fabric) family's row "IMEX" checks
+        C(nvidia-imex.service) against. V(host) - loaded, enabled and running; V(dra) - masked and not running
+        (NVIDIA's DRA driver runs IMEX); V(none) - the row is skipped.
+    type: str
+    choices: [none, host, dra]
+    default: none
   docker_daemon_json:
     description: docker's daemon configuration, read for C(cdi-spec-dirs).
     type: path
@@ -309,6 +318,7 @@ from ansible.module_utils.gpu_validate_crio import check_crio, check_crio_isolat
 from ansible.module_utils.gpu_validate_docker import check_docker, check_docker_isolation
 from ansible.module_utils.gpu_validate_doors import check_doors
 from ansible.module_utils.gpu_validate_driver import check_driver, check_toolkit
+from ansible.module_utils.gpu_validate_fabric import check_fabric
 from ansible.module_utils.gpu_validate_fuse import check_confinement, check_fuse, check_security
 from ansible.module_utils.gpu_validate_host import Node
 from ansible.module_utils.gpu_validate_kubelet import check_kubelet
@@ -324,6 +334,7 @@ FAMILIES = (
     "doors",
     "cdi",
     "mig",
+    "fabric",
     "fuse",
     "security",
     "confinement",
@@ -387,6 +398,8 @@ def run_checks(params: dict, host: Node) -> dict:
         rows += check_cdi(params, node, host, containerd, crio)
     if "mig" in families:
         rows += check_mig(params, node, host)
+    if "fabric" in families:
+        rows += check_fabric(params, node, host)
     if "fuse" in families:
         rows += check_fuse(params, node, host)
     if "security" in families:
@@ -429,6 +442,7 @@ ARGUMENT_SPEC = dict(
     cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
     mig_selected=dict(type="str", default=""),
     mig_config=dict(type="path", default="/etc/nvidia-mig-manager/config.yaml"),
+    imex=dict(type="str", choices=["none", "host", "dra"], default="none"),
     docker_daemon_json=dict(type="path", default="/etc/docker/daemon.json"),
     fuse_device=dict(type="path", default="/dev/fuse"),
     apparmor_os=dict(type="bool", default=True),

@@ -24,8 +24,8 @@
     Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report.
 
 `gpu_fleet_family(check)` (used by gpu_fleet_report, not a filter)
-    The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, cdi, mig, fuse, security,
-    kubelet),
+    The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, cdi, mig, fabric, fuse,
+    security, kubelet),
     the filter of the HTML page: the prefix before ": " for a runtime's rows, else by name; "other".
 
 Pure functions; the unit tests call them without Ansible.
@@ -56,6 +56,7 @@ FAMILY_RULES = (
     (r"^crio:", "crio"),
     (r"^CDI spec", "cdi"),
     (r"^MIG$", "mig"),
+    (r"^(IMEX|NVLink fabric)$", "fabric"),
     (r"(?i)^(/dev/fuse|fuse\b)", "fuse"),
     (r"(?i)^(apparmor|seccomp)\b", "security"),
     (r"(?i)^kubelet\b", "kubelet"),
@@ -69,6 +70,7 @@ FAMILY_ORDER = (
     "crio",
     "cdi",
     "mig",
+    "fabric",
     "fuse",
     "security",
     "kubelet",

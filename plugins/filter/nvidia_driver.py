@@ -156,6 +156,31 @@ def nvidia_kernel_module(
     return result
 
 
+def key_value_config(text: str, settings: dict) -> str:
+    """NVIDIA IMEX's config.cfg (KEY=VALUE lines, "#" comments) with `settings` set, everything else kept.
+
+    Each key's first uncommented line is rewritten in place (the file nvidia-imex-580 580.178.04 ships names each
+    key once, commented help above it, which stays); a key the file lacks is appended. The values are written as
+    given (str()); a bool is 1 or 0, as the file spells them.
+    """
+    lines = (text or "").splitlines()
+    done = set()
+    for number, line in enumerate(lines):
+        key, sep, _value = line.partition("=")
+        key = key.strip()
+        if sep and not key.startswith("#") and key in settings and key not in done:
+            lines[number] = f"{key}={_cfg_value(settings[key])}"
+            done.add(key)
+    lines += [f"{key}={_cfg_value(value)}" for key, value in settings.items() if key not in done]
+    return "\n".join(lines) + "\n"
+
+
+def _cfg_value(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
 class FilterModule:
     def filters(self):
-        return {"nvidia_kernel_module": nvidia_kernel_module}
+        return {"nvidia_kernel_module": nvidia_kernel_module, "key_value_config": key_value_config}

@@ -1275,7 +1275,8 @@ def test_fabric_manager_apart_fails_the_refusing_run_with_the_fix():
 
 def test_fabric_manager_is_read_in_the_refusing_preflight_even_with_a_loaded_driver():
     task = _task(
-        PREFLIGHT, "Read the installed packages (the driver's and fabric manager's versions, host driver packages)"
+        PREFLIGHT,
+        "Read the installed packages (the driver's, fabric manager's and IMEX's versions, host driver packages)",
     )
     facts = {"gpu_node": {"nvswitch_count": 4, "driver": {"loaded": True, "version": "1.2"}}}
     assert Role("ubuntu2404", facts=facts, nvidia_driver_version_change="refuse").condition(task["when"])
@@ -1288,8 +1289,9 @@ def test_the_install_ends_with_the_fabric_manager_at_the_drivers_version():
     block = next(
         task for task in tasks if task["name"] == "Check that the fabric manager is at the driver's exact version"
     )
-    check = block["block"][1]["ansible.builtin.assert"]
-    assert "__nvidia_driver_fabricmanager_enabled" in block["when"]
+    check = block["block"][2]["ansible.builtin.assert"]
+    assert "__nvidia_driver_fabricmanager_enabled" in block["block"][2]["when"]
+    assert block["when"][0] == "__nvidia_driver_fabricmanager_enabled or __nvidia_driver_imex_enabled"
     lockstep = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.178.04-0ubuntu0.24.04.1")
     assert all(lockstep.condition(that) for that in check["that"])
     for driver, fabricmanager in (("580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1"), ("580.178.04-1", None)):

@@ -7,7 +7,8 @@ at once with their own variables and mutations, instead of one run per failure m
   (releases the kernel hold).
 - second_rerun: drv-ubuntu2404-signed with the fabric manager apart from the driver and
   nvidia_driver_version_change refuse; drv-ubuntu2404 with Secure Boot on (EFI stand-in) and no MOK
-  password. Both fail in the preflight, so this run is short.
+  password, and IMEX apart from the driver with nvidia_driver_version_change refuse. Both fail in the
+  preflight, so this run is short.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from playbook_runner import folded, recap, run_playbook_on_nodes
 
 NEW_KERNEL = "6.1.0-999-amd64"
 FABRIC_MANAGER_APART = "580.95.05-0ubuntu1"
+IMEX_APART = "580.95.05-0ubuntu1"
 KERNEL_META = "linux-headers-generic"  # held on drv-ubuntu2404
 
 
@@ -40,6 +42,16 @@ class Rerun:
 
 def node(name: str):
     return testinfra.get_host(f"ansible://{name}", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+
+
+def _set_dpkg_version(host, package: str, version: str) -> None:
+    """Mutation: the package database says `package` is at `version` (restored from /root/dpkg-status.before)."""
+    host.run_expect(
+        [0],
+        "cp /var/lib/dpkg/status /root/dpkg-status.before && awk '/^Package: /{p=($2==\"" + package + '")}'
+        f' p && /^Version: /{{$0="Version: {version}"}} {{print}}\' /root/dpkg-status.before'
+        " > /var/lib/dpkg/status",
+    )
 
 
 def _rerun(node_vars: dict, before: dict | None = None) -> Rerun:
@@ -73,24 +85,26 @@ def first_rerun() -> Rerun:
 
 @pytest.fixture(scope="session")
 def second_rerun() -> Rerun:
-    signed = node("drv-ubuntu2404-signed")
+    signed, dkms = node("drv-ubuntu2404-signed"), node("drv-ubuntu2404")
     before = {}
     # Mutation: the package database says the fabric manager is 580.95.05 (as after a driver update that left it
-    # behind); the refusing run must fail before changing anything and name the fix.
-    signed.run_expect(
-        [0],
-        'cp /var/lib/dpkg/status /root/dpkg-status.before && awk \'/^Package: /{p=($2=="nvidia-fabricmanager-580")}'
-        f' p && /^Version: /{{$0="Version: {FABRIC_MANAGER_APART}"}} {{print}}\' /root/dpkg-status.before'
-        " > /var/lib/dpkg/status",
-    )
+    # behind); the refusing run must fail before changing anything and name the fix. The same for IMEX on the
+    # DKMS node (nvidia_driver_imex dra).
+    _set_dpkg_version(signed, "nvidia-fabricmanager-580", FABRIC_MANAGER_APART)
+    _set_dpkg_version(dkms, "nvidia-imex-580", IMEX_APART)
     try:
         before["fabric_manager"] = dpkg_version(signed, "nvidia-fabricmanager-580")
+        before["imex"] = dpkg_version(dkms, "nvidia-imex-580")
         return _rerun(
             {
                 "drv-ubuntu2404-signed": {"nvidia_driver_version_change": "refuse"},
-                "drv-ubuntu2404": {"drv_secure_boot_standin": "/srv/secure-boot-sysfs"},
+                "drv-ubuntu2404": {
+                    "drv_secure_boot_standin": "/srv/secure-boot-sysfs",
+                    "nvidia_driver_version_change": "refuse",
+                },
             },
             before,
         )
     finally:
         signed.run_expect([0], "cp /root/dpkg-status.before /var/lib/dpkg/status")
+        dkms.run_expect([0], "cp /root/dpkg-status.before /var/lib/dpkg/status")
