@@ -12,7 +12,7 @@ import node_facts_fabric
 import pytest
 import yaml
 from ansible.template import trust_as_template
-from conftest import load_module
+from conftest import gather_node_facts, load_module
 from test_nvidia_driver_render import ROLE, Role
 
 nvidia_filters = load_module("nvidia_driver", subdir="plugins/filter")
@@ -268,5 +268,5 @@ def test_nvlink5_is_a_mellanox_function_whose_vpd_says_sw_mng(tmp_path):
 
 
 def test_gpu_node_facts_returns_the_fabric_fact(tmp_path):
-    facts = load_module("gpu_node_facts").gather_gpu_node_facts(str(tmp_path), run_command=None)
+    facts = gather_node_facts(str(tmp_path), run_command=None)
     assert facts["nvlink_fabric"] == {"nvl5": False, "switch_management_functions": []}
