@@ -11,7 +11,8 @@ generated config.toml is never edited. ``installer_runtime_plan`` decides, from 
 nothing (the agent registers the runtime by itself), our template, or a refusal that says why and what to do. The
 runtime's table in the template is a copy of the default runtime's table of the generated config with only
 ``BinaryName`` replaced (copy, don't invent), keys compared case-insensitively as containerd decodes them
-(containerd_toml.fold_options).
+(containerd_toml.fold_options). ``containerd_dump_problems`` reads a
+`containerd config dump` for the restart's health check, on installer nodes and elsewhere (tasks/health.yml).
 """
 
 from __future__ import annotations
@@ -221,9 +222,35 @@ def kubespray_runtime(config_text: str | None, name: str, binary: str) -> dict:
     return result
 
 
+def containerd_dump_problems(
+    dump_text: str | None, name: str, set_as_default: bool = False, what: str = "containerd's effective config"
+) -> list:
+    """What the restart's health check finds missing in ``dump_text``, the output of `containerd --config <file>
+    config dump` (roles/runtime_config/tasks/health.yml): the runtimes.``name`` table in the CRI plugin's table of
+    the dump's version and, with ``set_as_default``, default_runtime_name = ``name``. The dump is read as TOML:
+    containerd 1.x prints basic strings ("nvidia"), 2.x literal ones ('nvidia'), and a table name may be quoted or
+    not; [] when all is there."""
+    try:
+        config = tomlkit.parse(dump_text or "").unwrap()
+    except Exception as exc:  # tomlkit raises several error types
+        return [f"{what} is not TOML ({exc})"]
+    if not config:
+        return [f"{what} is empty"]
+    version, runtimes, default = _runtimes(config)
+    if version not in _containerd_toml().CRI_TABLES:
+        return [f"{what} has config version {version!r}, which this role does not know"]
+    problems = []
+    if not isinstance(runtimes.get(name), Mapping):
+        problems.append(f"{what} has no runtimes.{name} table")
+    if set_as_default and default != name:
+        problems.append(f"{what} does not make {name} the default runtime (default_runtime_name = {default!r})")
+    return problems
+
+
 class FilterModule:
     def filters(self):
         return {
+            "runtime_config_containerd_dump_problems": containerd_dump_problems,
             "runtime_config_installer_plan": installer_runtime_plan,
             "runtime_config_installer_dropin": installer_agent_dropin,
             "runtime_config_kubespray_runtime": kubespray_runtime,

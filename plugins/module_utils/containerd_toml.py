@@ -611,6 +611,46 @@ def drop_option_variants(doc, options_path, options: Mapping) -> bool:
     return config_merge.remove_paths(doc, stale) if stale else False
 
 
+# containerd's reading of one CRI runtime entry (issue 36): the CRI plugin decodes runtimes.<name> into its Runtime
+# struct, so a key left out and a key at its Go zero value ('', 0, false, [], {}) read the same (containerd v2.3.4
+# internal/cri/config/config.go, type Runtime; v1.7.34 pkg/cri/config/config.go); ValidateRuntimeConfig gives an empty
+# `sandboxer` (1.7: `sandbox_mode`) "podsandbox", and an empty `io_type` means named pipes, "fifo" (same files; v2.3.4
+# internal/cri/server/container_create.go switches on IOType with fifo as the default). `config dump` prints the
+# built-in runc entry filled in (sandboxer 'podsandbox', runc's options at their zero values) and any other entry
+# with what its file says, so the same runtime reads differently in the dump by name alone. The options of an
+# io.containerd.runc.v2 entry are decoded into runc's Options message (GenerateRuntimeOptions, getRuntimeOptionsType):
+# zero and absent read the same there too, keys case-insensitively (see option_keys). Any other runtime type gets its
+# options table passed on as written (runtimeoptions ConfigBody): compared as it is.
+_RUNTIME_DEFAULTS = {"sandboxer": "podsandbox", "sandbox_mode": "podsandbox", "io_type": "fifo"}
+
+
+def _zero(value) -> bool:
+    """Go's zero value of the field a TOML value decodes into: false, 0, '', an empty list or table (or nothing)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value == 0
+    return value is None or (isinstance(value, (str, list, tuple, Mapping)) and len(value) == 0)
+
+
+def runtime_reading(entry: Mapping | None) -> dict | None:
+    """The runtime entry as containerd's CRI plugin reads it: keys at their zero or default value dropped, a runc
+    entry's options folded to lower case without their zero values. Two entries that read the same run pods the same.
+    """
+    if not isinstance(entry, Mapping):
+        return None
+    runc = entry.get("runtime_type") == DEFAULT_RUNTIME_TYPE
+    reading = {}
+    for key, value in _plain(entry).items():
+        if key == "options" and isinstance(value, Mapping) and runc:
+            options = {str(name).lower(): item for name, item in value.items() if not _zero(item)}
+            if options:
+                reading[key] = options
+        elif not _zero(value) and _RUNTIME_DEFAULTS.get(key) != value:
+            reading[key] = value
+    return reading
+
+
 def check_effective(path: str, plan: dict, request: Request) -> None:
     """Refuse when containerd's effective config (imports included) overrides what this request writes to
     ``path``: an imported file that makes the runtime the default, or gives it another binary."""
@@ -673,7 +713,9 @@ def _check_request(request: Request) -> None:
         )
 
 
-def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str | None, str | None]:
+def build_changes(
+    source_doc, version: int, request: Request, keep_read_alike: bool = False
+) -> tuple[dict, str | None, str | None]:
     """Return (changes, runtime_table, options_copied_from) for ``request`` against ``source_doc``.
 
     ``changes`` is a plain nested dict for config_merge.merge_into: ``settings`` first, then the typed
@@ -681,6 +723,11 @@ def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str
     default/runc runtime of ``source_doc``, then ``runtime.options`` is merged over them and ``BinaryName``
     set to ``runtime.path``, option keys compared case-insensitively (fold_options). Where there is nothing
     to copy, only the given options are written: pass ``SystemdCgroup: true`` in ``runtime.options`` then.
+
+    ``keep_read_alike`` (method=inplace): where ``source_doc`` has the runtime's table already and containerd's
+    effective config reads it as the entry this would write (runtime_reading), the table is left as it is. Another
+    tool may write the entry without the values `config dump` fills in (kubespray's render of the printed
+    containerd_additional_runtimes entry): rewriting it would change the file at each run of either, for nothing.
     """
     _check_request(request)
     paths = table_paths(version)
@@ -705,7 +752,13 @@ def build_changes(source_doc, version: int, request: Request) -> tuple[dict, str
         entry = {**table, "runtime_type": runtime_type, "options": options}
         if plan["write_default"] is not None:
             put(paths.runtime(plan["write_default"][0]), plan["write_default"][1])
-        put(paths.runtime(runtime["name"]), entry)
+        read_alike = (
+            keep_read_alike
+            and isinstance(plan["file_runtimes"].get(runtime["name"]), Mapping)
+            and runtime_reading(plan["effective_runtimes"].get(runtime["name"])) == runtime_reading(entry)
+        )
+        if not read_alike:
+            put(paths.runtime(runtime["name"]), entry)
         runtime_table = dotted_key(paths.runtime(runtime["name"]))
     if request.default_runtime is not None:
         put((*paths.containerd, "default_runtime_name"), request.default_runtime)
@@ -902,7 +955,7 @@ def plan_inplace(
     nvidia = nvidia_summary(doc, version, asked, request)
     check_effective(path, _default_runtime_plan(doc, table_paths(version), request), request)
     default_written = _default_written(doc, version, request)
-    changes, runtime_table, copied_from = build_changes(doc, version, request)
+    changes, runtime_table, copied_from = build_changes(doc, version, request, keep_read_alike=True)
     if _is_empty(doc) and changes and version >= 2:
         changes = {"version": version, **changes}
     changed = _drop_stale_spellings(doc, version, request, changes)

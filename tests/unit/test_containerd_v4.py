@@ -403,3 +403,61 @@ def test_the_action_on_containerd_2_3_4_names_the_fix_for_a_toolkit_dropin_above
     assert result["failed"] is True and node.files == before and node.copies == []
     assert "drop-in config version 4 higher than root config version 2" in result["msg"]
     assert "set that drop-in's version (and its table names) to version 2" in result["msg"]
+
+
+# ---- kubespray and the role on containerd 2.3: a fixed point (issue 36) -------------------------------------------
+
+
+@pytest.mark.parametrize("kubespray_options", ["the printed entry", "the entry with SystemdCgroup false"])
+def test_after_kubespray_renders_the_printed_entry_the_role_changes_nothing(containerd, tmp_path, kubespray_options):
+    """The role writes nvidia as runc's entry of `config dump`, values 2.3 fills in included; kubespray renders the
+    printed containerd_additional_runtimes entry without them. containerd reads both alike (runtime_reading), so the
+    role leaves kubespray's render as it is and the next kubespray run renders the same file: a fixed point, where
+    each run of either changed the file before. An entry that reads otherwise (the mutation: SystemdCgroup false,
+    another cgroup driver than the kubelet's) is still rewritten."""
+    from test_installer_filters import _kubespray_standin, installer
+
+    standin = _kubespray_standin()
+    inventory = {"containerd_version": "2.3.4", "enable_cdi": True}
+    node = RealContainerdNode({PATH: standin.render_2x(inventory)}, containerd, tmp_path / "node")
+    args = {"runtime": NVIDIA, "unset_default": True, "enable_cdi": True, "cdi_spec_dirs": ["/etc/cdi", "/var/run/cdi"]}
+    first = run_action(node, args)
+    assert first.get("failed") is not True and first["changed"] is True, first.get("msg")
+    entry = installer.kubespray_runtime(node.files[PATH], "nvidia", BINARY)
+    if kubespray_options != "the printed entry":
+        entry = {**entry, "options": {**entry["options"], "SystemdCgroup": "false"}}
+    inventory["containerd_additional_runtimes"] = [entry]
+    rendered = standin.render_2x(inventory)
+    nvidia = get_path(tomlkit.parse(rendered).unwrap(), [*V4_RUNTIMES, "nvidia"])
+    assert "sandboxer" not in nvidia and "IoUid" not in nvidia["options"]  # none of the values the dump fills in
+    node.files[PATH] = rendered
+    again = run_action(node, args)
+    assert again.get("failed") is not True, again.get("msg")
+    if kubespray_options == "the printed entry":
+        assert again["changed"] is False, again.get("diff")
+        assert node.files[PATH] == rendered == standin.render_2x(inventory)
+        node.materialize()
+        runtimes = get_path(reading(containerd, tmp_path / "node" / PATH.lstrip("/")), V4_RUNTIMES)
+        runc = {**runtimes["runc"], "options": {**runtimes["runc"]["options"], "BinaryName": BINARY}}
+        assert runtimes["nvidia"] != runc  # the dump fills in runc's entry, not nvidia's ...
+        assert ct.runtime_reading(runtimes["nvidia"]) == ct.runtime_reading(runc)  # ... which reads the same
+    else:
+        assert again["changed"] is True
+        options = get_path(tomlkit.parse(node.files[PATH]).unwrap(), [*V4_RUNTIMES, "nvidia", "options"])
+        assert options["SystemdCgroup"] is True
+
+
+def test_a_runtime_entry_reads_as_containerd_decodes_it():
+    """Zero values and the defaults ValidateRuntimeConfig fills in read as absent; runc's options case-insensitively;
+    the options of another runtime type are passed on as written (containerd v2.3.4 internal/cri/config/config.go)."""
+    runc = {"runtime_type": "io.containerd.runc.v2", "sandboxer": "podsandbox", "io_type": "", "pod_annotations": []}
+    full = {**runc, "options": {"BinaryName": "/b", "IoUid": 0, "NoNewKeyring": False, "SystemdCgroup": True}}
+    short = {"runtime_type": "io.containerd.runc.v2", "options": {"binaryName": "/b", "systemdCgroup": True}}
+    assert ct.runtime_reading(full) == ct.runtime_reading(short)
+    assert ct.runtime_reading({**short, "sandboxer": "shim"}) != ct.runtime_reading(short)
+    assert ct.runtime_reading({**short, "privileged_without_host_devices": True}) != ct.runtime_reading(short)
+    assert ct.runtime_reading({**full, "options": {**full["options"], "SystemdCgroup": False}}) != ct.runtime_reading(
+        short
+    )
+    kata = {"runtime_type": "io.containerd.kata.v2", "options": {"ConfigPath": "", "Debug": False}}
+    assert ct.runtime_reading(kata) != ct.runtime_reading({**kata, "options": {}})

@@ -14,12 +14,9 @@ to start) fails it; gone, the row is ok again. The node gets its in-place config
 from __future__ import annotations
 
 import sys
-import time
 import tomllib
-import uuid
 from pathlib import Path
 
-import grpc
 import pytest
 
 SCENARIO = Path(__file__).resolve().parents[1]
@@ -27,8 +24,14 @@ sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
 from playbook_runner import folded, recap, run_playbook
 
-from tests.cri.client import CriClient, node_socket
-from tests.cri.doors import doctor, log_since, log_size
+from tests.cri.containerd import (
+    cri_ready,
+    effective,
+    nvidia_is_runc_with_only_the_binary_replaced,
+    pods_run_through_the_right_runtime,
+    started_at,
+)
+from tests.cri.doors import doctor
 
 testinfra_hosts = ["ansible://site-ubuntu2404"]
 CONFIG = "/etc/containerd/config.toml"
@@ -42,56 +45,8 @@ RUNTIME_ONLY = ("--tags", "runtime")  # the toolkit role's runtime registration 
 DROPIN_METHOD = {"runtime_config_containerd_method": "dropin"}
 
 
-def _effective(host) -> dict:
-    dump = tomllib.loads(host.check_output("containerd config dump"))
-    assert dump["version"] == 4, dump["version"]  # 2.3 migrates the version 2 file in memory
-    return dump["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]
-
-
 def _on_disk(path: str, host) -> dict:
     return tomllib.loads(host.file(path).content_string)
-
-
-def _started(host) -> str:
-    return host.check_output("systemctl show containerd -p ActiveEnterTimestampMonotonic --value")
-
-
-def _cri_ready(host) -> None:
-    deadline = time.monotonic() + 600  # a generous limit: the shared machine may be loaded
-    while True:
-        try:
-            with CriClient(node_socket(host.backend.get_hostname())) as cri:
-                if cri.runtime_ready():
-                    return
-        except grpc.RpcError:  # not up yet
-            pass
-        assert time.monotonic() < deadline, "containerd's CRI did not come back"
-        time.sleep(1)
-
-
-def _pods_run_through_the_right_runtime(host) -> None:
-    with CriClient(node_socket(host.backend.get_hostname())) as cri:
-        before = log_size(host)  # NVIDIA's runtime's debug log (molecule.yml: nvidia_container_toolkit_config)
-        sandbox, error = cri.try_pod(f"nvidia-{uuid.uuid4().hex[:8]}", "nvidia", IMAGE, ["sleep", "300"])
-        assert error is None, error
-        calls = log_since(host, before)
-        assert sandbox in calls, f"the nvidia pod did not go through NVIDIA's runtime: {calls[-2000:]}"
-        before = log_size(host)
-        sandbox, error = cri.try_pod(f"runc-{uuid.uuid4().hex[:8]}", "", IMAGE, ["sleep", "300"])
-        assert error is None, error
-        went = log_since(host, before) if log_size(host) != before else ""
-        assert went == "", f"a pod without a handler went through NVIDIA's runtime: {went}"
-
-
-def _nvidia_is_runc_with_only_the_binary_replaced(host) -> None:
-    containerd = _effective(host)
-    assert containerd["default_runtime_name"] == "runc"
-    runc, nvidia = containerd["runtimes"]["runc"], containerd["runtimes"]["nvidia"]
-    assert nvidia["options"]["BinaryName"] == RUNTIME
-    assert {**nvidia, "options": {**nvidia["options"], "BinaryName": ""}} == {
-        **runc,
-        "options": {**runc["options"], "BinaryName": ""},
-    }
 
 
 def _doctor(host) -> dict[str, dict]:
@@ -113,17 +68,17 @@ def test_the_file_stays_version_2_and_containerd_2_3_runs_nvidia_from_it(host):
     nvidia = on_disk["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]["nvidia"]
     assert nvidia["options"]["BinaryName"] == RUNTIME
     assert "io.containerd.cri.v1.runtime" not in on_disk["plugins"], "a version 4 table in a version 2 file"
-    _nvidia_is_runc_with_only_the_binary_replaced(host)
+    nvidia_is_runc_with_only_the_binary_replaced(host, 4)
     before = host.file(BEFORE).content_string
     assert host.file(CONFIG).content_string.startswith(before.splitlines()[0] + "\n")  # the admin's comment
 
 
 def test_a_pod_through_nvidia_runs_nvidias_runtime_and_a_default_pod_does_not(host):
-    _pods_run_through_the_right_runtime(host)
+    pods_run_through_the_right_runtime(host)
 
 
 def test_check_diff_shows_the_change_and_writes_nothing(host):
-    config, started = host.file(CONFIG).sha256sum, _started(host)
+    config, started = host.file(CONFIG).sha256sum, started_at(host)
     changed = {
         "runtime_config_containerd_settings": {
             "plugins": {
@@ -134,7 +89,7 @@ def test_check_diff_shows_the_change_and_writes_nothing(host):
     run = run_playbook(host, SCENARIO / "converge.yml", changed, *RUNTIME_ONLY, "--check", "--diff")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     assert any(line.startswith("+") and "12345" in line for line in run.stdout.splitlines()), run.stdout[-3000:]
-    assert host.file(CONFIG).sha256sum == config and _started(host) == started
+    assert host.file(CONFIG).sha256sum == config and started_at(host) == started
 
 
 def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host):
@@ -156,8 +111,8 @@ def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host):
     assert "CRI plugin did not load" in said, said[-3000:]
     assert f"Rolled back: restored {CONFIG} from /var/backups/gpu-node-provisioning{CONFIG}." in said, said[-3000:]
     assert host.file(CONFIG).content_string == before, "not restored byte for byte"
-    _cri_ready(host)
-    _pods_run_through_the_right_runtime(host)
+    cri_ready(host)
+    pods_run_through_the_right_runtime(host)
 
 
 @pytest.fixture
@@ -165,11 +120,11 @@ def original_version_2_file(host):
     """The node back on the admin's version 2 file (what site.yml started from), and its in-place config after."""
     saved = host.check_output(f"base64 -w0 {CONFIG}")
     host.check_output(f"cat {BEFORE} > {CONFIG} && rm -rf {CONF_D} && systemctl restart containerd")
-    _cri_ready(host)
+    cri_ready(host)
     yield
     host.check_output(f"rm -rf {CONF_D} && echo {saved} | base64 -d > {CONFIG} && systemctl restart containerd")
-    _cri_ready(host)
-    assert _effective(host)["runtimes"]["nvidia"]["options"]["BinaryName"] == RUNTIME
+    cri_ready(host)
+    assert effective(host, 4)["runtimes"]["nvidia"]["options"]["BinaryName"] == RUNTIME
 
 
 @pytest.mark.usefixtures("original_version_2_file")
@@ -180,8 +135,8 @@ def test_the_dropin_method_on_a_version_2_file_and_the_doctors_dropin_version_ro
     assert root["version"] == 2 and f"{CONF_D}/*.toml" in root["imports"], root.get("imports")
     # never a higher version than the root file on disk: containerd 2.3 would refuse to start
     assert _on_disk(DROPIN, host).get("version", 1) <= 2, host.file(DROPIN).content_string
-    _nvidia_is_runc_with_only_the_binary_replaced(host)
-    _pods_run_through_the_right_runtime(host)
+    nvidia_is_runc_with_only_the_binary_replaced(host, 4)
+    pods_run_through_the_right_runtime(host)
     again = run_playbook(host, SCENARIO / "converge.yml", DROPIN_METHOD, *RUNTIME_ONLY)
     assert again.returncode == 0 and recap(again.stdout)["site-ubuntu2404"]["changed"] == 0, again.stdout[-3000:]
 

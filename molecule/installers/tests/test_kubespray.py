@@ -19,7 +19,7 @@ sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO / "tests"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
 from doctor import doctor_rows
-from playbook_runner import run_playbook
+from playbook_runner import recap, run_playbook
 
 from tests.cri.client import CriClient, node_socket
 
@@ -33,6 +33,7 @@ NVIDIA_BINARY = "/usr/bin/nvidia-container-runtime"
 
 CRI = "io.containerd.cri.v1.runtime"  # config version 4 keeps version 3's table names
 INVENTORY = "/etc/gpunode-standin/kubespray-inventory.json"
+CONFIG = "/etc/containerd/config.toml"
 
 
 def _runtimes(host) -> dict:
@@ -109,7 +110,10 @@ def test_the_doctor_fails_after_a_kubespray_rerender_and_passes_after_a_rerun_of
 def test_the_printed_entry_given_to_kubespray_keeps_the_runtime_across_its_runs(host):
     """The containerd_additional_runtimes entry the role prints (plugins/filter/installer.py kubespray_runtime, the
     same function on the same file) and enable_cdi, put into kubespray's inventory: kubespray's next run renders
-    nvidia itself, config version 4, and the doctor and a pod find it without a run of the role."""
+    nvidia itself, config version 4, and the doctor and a pod find it without a run of the role. Then the pair is at
+    a fixed point (issue 36): kubespray renders nvidia without the values containerd 2.3's `config dump` fills in,
+    which containerd reads as the role's entry, so a run of the play changes nothing (it rewrote the table at each
+    run before, and kubespray's next run took it back) and kubespray's next run renders the same file."""
     sys.path.insert(0, str(SCENARIO.parents[1] / "plugins" / "filter"))
     from installer import kubespray_runtime
 
@@ -128,5 +132,11 @@ def test_the_printed_entry_given_to_kubespray_keeps_the_runtime_across_its_runs(
         assert _nvidia_options(host)["BinaryName"] == NVIDIA_BINARY
         assert doctor_rows(host)[RUNTIME]["status"] == "ok"
         _pod_through_nvidia(host)
+        rendered = host.file(CONFIG).sha256sum
+        run = run_playbook(host, SCENARIO / "converge.yml")
+        assert run.returncode == 0, run.stdout[-3000:]
+        assert recap(run.stdout)["in-kubespray"]["changed"] == 0, run.stdout[-3000:]
+        assert host.file(CONFIG).sha256sum == rendered
+        assert host.check_output("/usr/local/bin/kubespray-rerender-standin") == "ok: config.toml unchanged"
     finally:
         host.check_output(f"echo {shlex.quote(saved.strip())} > {INVENTORY}")

@@ -12,18 +12,15 @@ the running config passes), only the reading of the pair does. The node gets bac
 from __future__ import annotations
 
 import sys
-import time
 import tomllib
 from pathlib import Path
-
-import grpc
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 sys.path.insert(0, str(SCENARIO.parents[1]))
 from playbook_runner import folded, run_playbook
 
-from tests.cri.client import CriClient, node_socket
+from tests.cri.containerd import cri_ready, effective, started_at
 
 testinfra_hosts = ["ansible://rc-ubuntu2204"]
 CONFIG = "/etc/containerd/config.toml"
@@ -35,25 +32,7 @@ DROPIN_METHOD = {"runtime_config_containerd_method": "dropin"}
 
 
 def _nvidia(host) -> dict:
-    dump = tomllib.loads(host.check_output("containerd config dump"))
-    return dump["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]["nvidia"]
-
-
-def _started(host) -> str:
-    return host.check_output("systemctl show containerd -p ActiveEnterTimestampMonotonic --value")
-
-
-def _cri_ready(host) -> None:
-    deadline = time.monotonic() + 600  # a generous limit: the shared machine may be loaded
-    while True:
-        try:
-            with CriClient(node_socket(host.backend.get_hostname())) as cri:
-                if cri.runtime_ready():
-                    return
-        except grpc.RpcError:  # not up yet
-            pass
-        assert time.monotonic() < deadline, "containerd's CRI did not come back"
-        time.sleep(1)
+    return effective(host)["runtimes"]["nvidia"]
 
 
 def test_the_dropin_method_is_read_by_containerd_and_a_reading_otherwise_is_refused(host):
@@ -68,7 +47,7 @@ def test_the_dropin_method_is_read_by_containerd_and_a_reading_otherwise_is_refu
             "'[plugins.\"io.containerd.cri.v1.runtime\".containerd.runtimes.nvidia.options]' "
             f"'  BinaryName = \"/usr/sbin/runc\"' > {ADMIN}"
         )
-        config, started = host.file(CONFIG).sha256sum, _started(host)
+        config, started = host.file(CONFIG).sha256sum, started_at(host)
         run = run_playbook(host, SCENARIO / "converge.yml", DROPIN_METHOD)
         assert run.returncode != 0, run.stdout[-3000:]
         said = folded(run)
@@ -76,7 +55,7 @@ def test_the_dropin_method_is_read_by_containerd_and_a_reading_otherwise_is_refu
         assert f"runtimes.nvidia.options.BinaryName is '/usr/sbin/runc', not '{RUNTIME}'" in said, said[-3000:]
         assert f"{DROPIN} (imported by {CONFIG}) was left as it was" in said
         assert host.file(CONFIG).sha256sum == config and not host.file(DROPIN).exists
-        assert _started(host) == started, "containerd was restarted"
+        assert started_at(host) == started, "containerd was restarted"
         assert host.check_output(f"ls -A {CONF_D}") == ADMIN.rsplit("/", 1)[1]  # no debris of the staged reading
 
         # without the admin's file the same run writes the drop-in, and the running containerd reads it as meant
@@ -89,5 +68,5 @@ def test_the_dropin_method_is_read_by_containerd_and_a_reading_otherwise_is_refu
     finally:
         host.check_output(f"rm -f {ADMIN} {DROPIN} && echo {saved} | base64 -d > {CONFIG}")
         host.check_output(f"rmdir --ignore-fail-on-non-empty {CONF_D} && systemctl restart containerd")
-        _cri_ready(host)
+        cri_ready(host)
     assert _nvidia(host)["options"]["BinaryName"] == RUNTIME
