@@ -357,6 +357,24 @@ ansible_facts:
           returned: always
           sample: {running: true, present: true, pids: [4711], strategies: [envvar], source: env,
                    sockets: [/var/lib/kubelet/device-plugins/nvidia-gpu.sock], managed_by: standalone}
+        dra:
+          description:
+            - GPU allocation through the kubelet (plugins/module_utils/node_facts_dra.py, issue 39). C(kubelet_root_dir)
+              (the running kubelet's C(--root-dir), else C(/var/lib/kubelet)), C(plugins_registry), C(plugins_dir),
+              C(device_plugins_dir) and C(checkpoint) (NVIDIA's DRA GPU plugin's
+              C(plugins/gpu.nvidia.com/checkpoint.json)) under it, whether the two directories exist,
+              C(registrations) (the sockets in plugins_registry),
+              C(dra_drivers) (their driver names), C(dra_gpu_registered) (C(gpu.nvidia.com) registered),
+              C(device_plugin_sockets) and C(device_plugin_registered) (NVIDIA's device plugin's C(nvidia-*.sock)),
+              C(checkpoint_exists).
+          type: dict
+          returned: always
+          sample: {kubelet_root_dir: /var/lib/kubelet, plugins_registry: /var/lib/kubelet/plugins_registry,
+                   plugins_dir: /var/lib/kubelet/plugins, device_plugins_dir: /var/lib/kubelet/device-plugins,
+                   checkpoint: /var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json, plugins_registry_exists: true,
+                   plugins_dir_exists: true, registrations: [gpu.nvidia.com-reg.sock], dra_drivers: [gpu.nvidia.com],
+                   dra_gpu_registered: true, device_plugin_sockets: [], device_plugin_registered: false,
+                   checkpoint_exists: true}
         gpu_workloads:
           description: Processes other than host daemons that were given GPUs (C(NVIDIA_VISIBLE_DEVICES) naming
             devices in their environment) or hold an open C(/dev/nvidia<N>), each with C(pid), C(comm),
@@ -409,6 +427,7 @@ from ansible.module_utils.gpu_pods import (
     gpu_processes,
     toolkit_config_facts,
 )
+from ansible.module_utils.node_facts_dra import dra_facts
 
 NVIDIA_VENDOR_ID = "0x10de"
 # PCI base class 03 (display controller): subclass 00 is VGA compatible (workstation and consumer cards),
@@ -1276,6 +1295,7 @@ def gather_gpu_node_facts(root: str = "/", run_command: RunCommand | None = None
         "gpu_workloads": gpu_processes(root, exclude=device_plugin["pids"]),
         "runtime_defaults": runtime_defaults(root, services, run_command, installer),
         "toolkit_config": toolkit_config_facts(root),
+        "dra": dra_facts(root),
     }
 
 
