@@ -23,4 +23,6 @@ def shared_doctor_params() -> dict:
         "runtime_binary": shared["__gpu_node_facts_runtime_binary"],
         "kubelet_dropin_name": shared["__gpu_node_facts_kubelet_dropin_name"],
         "kubelet_dropin_min": shared["__gpu_node_facts_kubelet_dropin_min"],
+        "dra_device_nodes_unit": shared["__gpu_node_facts_dra_device_nodes_unit"],
+        "gpu_allocation": "device-plugin",
     }

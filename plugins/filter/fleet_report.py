@@ -59,6 +59,7 @@ FAMILY_RULES = (
     (r"(?i)^(/dev/fuse|fuse\b)", "fuse"),
     (r"(?i)^(apparmor|seccomp)\b", "security"),
     (r"(?i)^kubelet\b", "kubelet"),
+    (r"^(GPU allocation|DRA prerequisites)$", "dra"),
 )
 FAMILY_ORDER = (
     "driver",
@@ -72,6 +73,7 @@ FAMILY_ORDER = (
     "fuse",
     "security",
     "kubelet",
+    "dra",
 )
 
 
