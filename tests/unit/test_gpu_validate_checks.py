@@ -68,7 +68,16 @@ def test_the_module_returns_the_rows_in_check_mode_too(module_runner, tmp_path):
         "fuse_device": "/dev/null",
         "apparmor_os": False,
         "seccomp_root": str(tmp_path / "root"),
-        **{key: PARAMS[key] for key in ("runtime_binary", "kubelet_dropin_name", "kubelet_dropin_min")},
+        **{
+            key: PARAMS[key]
+            for key in (
+                "runtime_binary",
+                "kubelet_dropin_name",
+                "kubelet_dropin_min",
+                "gpu_allocation",
+                "dra_device_nodes_unit",
+            )
+        },
     }
     result = module_runner(checks, args, check_mode=True)
     assert not result.failed and result.result["changed"] is False
