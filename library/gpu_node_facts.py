@@ -364,6 +364,24 @@ ansible_facts:
           returned: always
           sample: {running: true, present: true, pids: [4711], strategies: [envvar], source: env,
                    sockets: [/var/lib/kubelet/device-plugins/nvidia-gpu.sock], managed_by: standalone}
+        dra:
+          description:
+            - GPU allocation through the kubelet (plugins/module_utils/node_facts_dra.py, issue 39). C(kubelet_root_dir)
+              (the running kubelet's C(--root-dir), else C(/var/lib/kubelet)), C(plugins_registry), C(plugins_dir),
+              C(device_plugins_dir) and C(checkpoint) (NVIDIA's DRA GPU plugin's
+              C(plugins/gpu.nvidia.com/checkpoint.json)) under it, whether the two directories exist,
+              C(registrations) (the sockets in plugins_registry),
+              C(dra_drivers) (their driver names), C(dra_gpu_registered) (C(gpu.nvidia.com) registered),
+              C(device_plugin_sockets) and C(device_plugin_registered) (NVIDIA's device plugin's C(nvidia-*.sock)),
+              C(checkpoint_exists).
+          type: dict
+          returned: always
+          sample: {kubelet_root_dir: /var/lib/kubelet, plugins_registry: /var/lib/kubelet/plugins_registry,
+                   plugins_dir: /var/lib/kubelet/plugins, device_plugins_dir: /var/lib/kubelet/device-plugins,
+                   checkpoint: /var/lib/kubelet/plugins/gpu.nvidia.com/checkpoint.json, plugins_registry_exists: true,
+                   plugins_dir_exists: true, registrations: [gpu.nvidia.com-reg.sock], dra_drivers: [gpu.nvidia.com],
+                   dra_gpu_registered: true, device_plugin_sockets: [], device_plugin_registered: false,
+                   checkpoint_exists: true}
         gpu_workloads:
           description: Processes other than host daemons that were given GPUs (C(NVIDIA_VISIBLE_DEVICES) naming
             devices in their environment) or hold an open C(/dev/nvidia<N>), each with C(pid), C(comm),
@@ -415,6 +433,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.node_facts_dra import dra_facts
 from ansible.module_utils.node_facts_fabric import nvlink_fabric_facts
 from ansible.module_utils.node_facts_gpu import gpu_facts
 from ansible.module_utils.node_facts_host import BIN_DIRS, find_binary

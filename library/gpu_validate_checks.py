@@ -12,7 +12,7 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, cdi, mig, fabric, fuse, security, confinement, kubelet), whatever the order of
+    their order, isolation, doors, cdi, mig, fabric, fuse, security, confinement, kubelet, dra), whatever the order of
     O(families).
     The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
     this module never fails on a check.
@@ -56,7 +56,7 @@ options:
     type: list
     elements: str
     choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fabric, fuse, security,
-      confinement, kubelet]
+      confinement, kubelet, dra]
     required: true
   node:
     description:
@@ -267,6 +267,17 @@ options:
     description: The first kubelet version that reads drop-ins; an older kubelet gets the main file merged.
     type: str
     required: true
+  gpu_allocation:
+    description:
+      - How this node's GPUs are allocated (V(gpu_node_facts_gpu_allocation)), which the dra family's rows check
+        against what is registered with the kubelet (C(GPU allocation)); V(dra) also checks C(DRA prerequisites).
+    type: str
+    choices: [device-plugin, dra]
+    required: true
+  dra_device_nodes_unit:
+    description: The systemd unit that creates the GPU device nodes at boot before the kubelet (DRA nodes).
+    type: str
+    required: true
   command_timeout:
     description: Seconds each command may take before its row reports it as failed.
     type: int
@@ -282,6 +293,8 @@ EXAMPLES = r"""
     runtime_binary: "{{ __gpu_node_facts_runtime_binary }}"  # the values the roles share (gpu_node_facts vars)
     kubelet_dropin_name: "{{ __gpu_node_facts_kubelet_dropin_name }}"
     kubelet_dropin_min: "{{ __gpu_node_facts_kubelet_dropin_min }}"
+    gpu_allocation: "{{ gpu_node_facts_gpu_allocation }}"
+    dra_device_nodes_unit: "{{ __gpu_node_facts_dra_device_nodes_unit }}"
   register: doctor
 
 - name: Show the rows
@@ -317,6 +330,7 @@ from ansible.module_utils.gpu_validate_containers import device_plugin_row
 from ansible.module_utils.gpu_validate_crio import check_crio, check_crio_isolation, crio_state
 from ansible.module_utils.gpu_validate_docker import check_docker, check_docker_isolation
 from ansible.module_utils.gpu_validate_doors import check_doors
+from ansible.module_utils.gpu_validate_dra import check_dra
 from ansible.module_utils.gpu_validate_driver import check_driver, check_toolkit
 from ansible.module_utils.gpu_validate_fabric import check_fabric
 from ansible.module_utils.gpu_validate_fuse import check_confinement, check_fuse, check_security
@@ -339,6 +353,7 @@ FAMILIES = (
     "security",
     "confinement",
     "kubelet",
+    "dra",
 )
 
 
@@ -409,6 +424,12 @@ def run_checks(params: dict, host: Node) -> dict:
         rows += confinement_rows
     if "kubelet" in families:
         rows += check_kubelet(params, node, host)
+    if "dra" in families:
+        if "containerd" in params["runtimes"]:
+            containerd = containerd or containerd_state(params, node, host)
+        if "crio" in params["runtimes"]:
+            crio = crio or crio_state(params, node, host)
+        rows += check_dra(params, node, host, containerd, crio)
     return {"checks": rows, "toolkit_installed": toolkit_installed, "fuse_confinement": confinement}
 
 
@@ -457,6 +478,8 @@ ARGUMENT_SPEC = dict(
     kubelet_env_file=dict(type="path", default="/etc/default/kubelet"),
     kubelet_config_mode=dict(type="str", default="auto"),
     kubelet_dropin_min=dict(type="str", required=True),
+    gpu_allocation=dict(type="str", choices=["device-plugin", "dra"], required=True),
+    dra_device_nodes_unit=dict(type="str", required=True),
     command_timeout=dict(type="int", default=60),
 )
 

@@ -29,4 +29,6 @@ def shared_doctor_params() -> dict:
         "apparmor_profile": shared["__gpu_node_facts_apparmor_profile_name"],
         "seccomp_profile": shared["__gpu_node_facts_seccomp_profile_name"],
         "toolkit_config": shared["__gpu_node_facts_toolkit_config"],
+        "dra_device_nodes_unit": shared["__gpu_node_facts_dra_device_nodes_unit"],
+        "gpu_allocation": "device-plugin",
     }

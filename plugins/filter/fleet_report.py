@@ -60,6 +60,7 @@ FAMILY_RULES = (
     (r"(?i)^(/dev/fuse|fuse\b)", "fuse"),
     (r"(?i)^(apparmor|seccomp)\b", "security"),
     (r"(?i)^kubelet\b", "kubelet"),
+    (r"^(GPU allocation|DRA prerequisites)$", "dra"),
 )
 FAMILY_ORDER = (
     "driver",
@@ -74,6 +75,7 @@ FAMILY_ORDER = (
     "fuse",
     "security",
     "kubelet",
+    "dra",
 )
 
 

@@ -310,6 +310,19 @@ def cdi_spec_dirs(text) -> list:
     return [d for value in _find_key(tree, "cdi_spec_dirs") for d in string_list(value)]
 
 
+def cdi_enabled(text):
+    """enable_cdi of a runtime's TOML config dump (containerd's CRI plugin): True, False, or None when the dump names
+    none (a containerd before 1.7, or no dump)."""
+    try:
+        tree = toml_tables(str(text or ""))
+    except TomlError:
+        return None
+    values = _find_key(tree, "enable_cdi")
+    if not values:
+        return None
+    return all(v is True or str(v).strip().lower() == "true" for v in values)
+
+
 def spec_dirs(params: dict, host: Node, containerd=None, crio=None) -> list:
     """The spec directories to check, in CDI's order of precedence (later wins): cdi_spec_dirs, then those the
     runtimes' configs name (containerd's and CRI-O's cdi_spec_dirs, docker's cdi-spec-dirs, the toolkit's

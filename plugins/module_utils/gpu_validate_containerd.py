@@ -21,7 +21,7 @@ from ansible.module_utils.containerd_versions import (
     file_version,
     load_order,
 )
-from ansible.module_utils.gpu_validate_cdi import cdi_spec_dirs
+from ansible.module_utils.gpu_validate_cdi import cdi_enabled, cdi_spec_dirs
 from ansible.module_utils.gpu_validate_containers import (
     ALLOWED_DEFAULT_FIX,
     COUNT_DEVICES,
@@ -192,6 +192,8 @@ def containerd_state(params: dict, node: dict, host: Node) -> dict:
         "cri": {},
         # cdi_spec_dirs of the CRI plugin, for the cdi family (none without a dump)
         "cdi_spec_dirs": cdi_spec_dirs(out) if rc == 0 else [],
+        # enable_cdi of the CRI plugin, for the dra family (None: no dump, or a containerd without the key)
+        "enable_cdi": cdi_enabled(out) if rc == 0 else None,
         # pod_annotations / container_annotations of the nvidia runtime (None: no dump)
         "passthrough": annotation_passthrough(out, params["runtime_name"]) if rc == 0 else None,
         "id": new_run_id(),

@@ -559,6 +559,7 @@ SPEC_REFUSES = [
     ("kubelet_restart_on_change", None, "kubelet_restart_on_change is null"),
     ("kubelet_remove_conflicting_flags", 1, "kubelet_remove_conflicting_flags must be a boolean (got a number (1))"),
     ("kubelet_reset_resource_manager_state", "false", "must be a boolean (got a string ('false'))"),
+    ("kubelet_dra_clear_checkpoint", "yes", "kubelet_dra_clear_checkpoint must be a boolean (got a string ('yes'))"),
     ("kubelet_healthz_check", [], "kubelet_healthz_check must be a boolean (got a list)"),
     ("kubelet_user_namespaces", "yes", "kubelet_user_namespaces must be a boolean (got a string ('yes'))"),
     ("kubelet_user_namespaces_subid_start", "65536", "must be an integer (got a string ('65536'))"),

@@ -27,8 +27,8 @@ from conftest import load_module, run_local_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(path for path in (ROOT / "roles").iterdir() if (path / "meta" / "argument_specs.yml").is_file())
-# gpu_node_facts has one variable, a bool it hands to its module's typed parameter: nothing to check before that
-CHECKED_ROLES = [role for role in ROLES if role.name != "gpu_node_facts"]
+# gpu_node_facts checks its variables too: gpu_node_facts_gpu_allocation (issue 39) is a choice every role reads
+CHECKED_ROLES = ROLES
 TASK_NAME = "Check the {role} variables (types, then values) before anything on the node changes"
 
 role_variables = load_module("role_variables", subdir="plugins/action")
