@@ -468,6 +468,7 @@ def gather_gpu_node_facts(
     facts.update(kernel_security_facts(root))
     facts.update(workload_facts(root, toolkit_config))
     facts["nvlink_fabric"] = nvlink_fabric_facts(root)
+    facts["dra"] = dra_facts(root)
     facts["installer"] = installer_facts(root, run_command, which, facts["kubelet"])
     facts["runtime_defaults"] = runtime_defaults(root, facts["runtimes"], run_command, facts["installer"])
     return facts

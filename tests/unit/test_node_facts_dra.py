@@ -5,7 +5,7 @@ NVIDIA's device plugin's sockets and the DRA GPU plugin's checkpoint; and the fa
 from __future__ import annotations
 
 import node_facts_dra as facts
-from conftest import load_module
+from conftest import gather_node_facts, load_module
 
 
 def _kubelet(root, pid, *argv):
@@ -61,8 +61,7 @@ def test_rolling_update_sockets_name_the_driver():
 
 
 def test_the_facts_module_returns_them(tmp_path):
-    module = load_module("gpu_node_facts")
     _touch(tmp_path, "/var/lib/kubelet/plugins_registry/gpu.nvidia.com-reg.sock")
-    gathered = module.gather_gpu_node_facts(str(tmp_path), run_command=None, which=lambda name: None)
+    gathered = gather_node_facts(str(tmp_path), run_command=None, which=lambda name: None)
     assert gathered["dra"]["dra_gpu_registered"] is True
     assert gathered["dra"]["registrations"] == ["gpu.nvidia.com-reg.sock"]
