@@ -5,7 +5,7 @@ NVIDIA's device plugin's sockets and the DRA GPU plugin's checkpoint; and the fa
 from __future__ import annotations
 
 import node_facts_dra as facts
-from conftest import gather_node_facts, load_module
+from conftest import gather_node_facts
 
 
 def _kubelet(root, pid, *argv):
