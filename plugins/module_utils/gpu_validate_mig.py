@@ -3,7 +3,7 @@
 """The doctor's mig family (issue 38): the row "MIG", the MIG layout the node's MIG manager is asked for against what
 nvidia-smi reports.
 
-What is asked for: NVIDIA's MIG manager (mig-parted v0.9.1, deployments/systemd: nvidia-mig-manager.service runs
+What is asked for: NVIDIA's MIG manager (mig-parted v0.15.0, deployments/systemd: nvidia-mig-manager.service runs
 /etc/nvidia-mig-manager/service.sh) applies the layout named by MIG_PARTED_SELECTED_CONFIG from the config file
 MIG_PARTED_CONFIG_FILE (default /etc/nvidia-mig-manager/config.yaml), both in the unit's environment, so the row reads
 `systemctl show --property=Environment` of the unit and then that file. The format (mig-parted api/spec/v1/spec.go):

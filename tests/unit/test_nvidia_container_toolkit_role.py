@@ -28,7 +28,8 @@ ALL_TASKS = [
     "at one version, held",
     "nvidia_container_toolkit : Keep NVIDIA_VISIBLE_DEVICES away from unprivileged containers in "
     "{{ __nvidia_container_toolkit_config_path }}",
-    "nvidia_container_toolkit : Generate the CDI spec and keep it fresh where the NVIDIA driver is loaded",
+    "nvidia_container_toolkit : Generate the CDI spec where the NVIDIA driver is loaded, and keep it fresh at boot "
+    "and on driver changes",
     *RUNTIME_TASKS[2:],
 ]
 

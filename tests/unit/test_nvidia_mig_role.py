@@ -99,8 +99,8 @@ class Node:
 
     def extra_vars(self, layout: str) -> dict:
         env = {
-            "MIG_PARTED_CONFIG_FILE": str(self.etc / "config.yaml"),
-            "MIG_PARTED_HOOKS_FILE": str(self.etc / "hooks.yaml"),
+            "MIG_PARTED_CONFIG_FILE": str(self.etc / "gpu-node-provisioning-config.yaml"),
+            "MIG_PARTED_HOOKS_FILE": str(self.etc / "gpu-node-provisioning-hooks.yaml"),
             "MIG_PARTED_SELECTED_CONFIG": layout,
             "PATH": f"{self.bin}:{os.environ['PATH']}",
             "STANDIN_DIR": str(self.base),
@@ -167,7 +167,7 @@ def test_the_first_run_applies_the_layout_with_the_hooks_around_it(converged):
     # nvidia-mig-parted: asked by the guard (the candidate config) and after the write, then apply with the env
     assert [call["argv"][0] for call in parted] == ["assert", "assert", "apply"]
     assert parted[2]["env"]["MIG_PARTED_SELECTED_CONFIG"] == "inference"
-    assert parted[2]["env"]["MIG_PARTED_HOOKS_FILE"] == str(node.etc / "hooks.yaml")
+    assert parted[2]["env"]["MIG_PARTED_HOOKS_FILE"] == str(node.etc / "gpu-node-provisioning-hooks.yaml")
     assert json.loads((node.bin / "state.json").read_text()) == LAYOUTS["inference"]
     # the active kubelet and GPU client stopped first, the plugin's container stopped, nvidia_drm unloaded for the
     # mode change; at exit started in reverse and the CDI spec refreshed
@@ -191,9 +191,9 @@ def test_the_first_run_applies_the_layout_with_the_hooks_around_it(converged):
 
 def test_the_files_name_the_layout_and_order_the_unit_before_the_kubelet(converged):
     node, *_ = converged
-    config = yaml.safe_load((node.etc / "config.yaml").read_text())
+    config = yaml.safe_load((node.etc / "gpu-node-provisioning-config.yaml").read_text())
     assert config == {"version": "v1", "mig-configs": LAYOUTS}
-    hooks = yaml.safe_load((node.etc / "hooks.yaml").read_text())
+    hooks = yaml.safe_load((node.etc / "gpu-node-provisioning-hooks.yaml").read_text())
     assert hooks["version"] == "v1" and sorted(hooks["hooks"]) == ["apply-exit", "pre-apply-config", "pre-apply-mode"]
     # NVIDIA's own form of override.conf (deployments/systemd/utils.sh, persist_config_across_reboot)
     assert (
@@ -201,6 +201,12 @@ def test_the_files_name_the_layout_and_order_the_unit_before_the_kubelet(converg
     ).read_text() == '[Service]\nEnvironment="MIG_PARTED_SELECTED_CONFIG=inference"\n'
     ordering = configparser.ConfigParser(strict=False)
     ordering.read_string((node.dropins / "50-gpu-node-provisioning.conf").read_text())
+    # mig-parted v0.14.0+ service.sh rewrites config.yaml at every boot and re-links hooks.yaml (vars/main.yml): the
+    # unit must read the role's own files, which the role never names config.yaml / hooks.yaml
+    environment = (node.dropins / "50-gpu-node-provisioning.conf").read_text()
+    assert f"MIG_PARTED_CONFIG_FILE={node.etc / 'gpu-node-provisioning-config.yaml'}" in environment
+    assert f"MIG_PARTED_HOOKS_FILE={node.etc / 'gpu-node-provisioning-hooks.yaml'}" in environment
+    assert not (node.etc / "config.yaml").exists() and not (node.etc / "hooks.yaml").exists()
     assert "kubelet.service" in ordering["Unit"]["Before"].split()
     assert {"nvidia-persistenced.service", "nvidia-fabricmanager.service"} <= set(ordering["Unit"]["After"].split())
 
@@ -375,3 +381,30 @@ def test_a_node_without_a_gpu_is_left_alone_and_the_example_inventory_s_layouts_
     assert "has no NVIDIA GPU: nvidia_mig_config inference is not applied here" in done.stdout
     assert "changed=0" in _recap(done)
     assert not Path("/etc/nvidia-mig-manager/gpu-node-provisioning-hooks.sh").exists()
+
+
+INSTALL_PLAYBOOK = """
+- name: Run the nvidia_mig role's install step on the build machine
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Install
+      ansible.builtin.include_role: {name: nvidia_mig, tasks_from: install.yml}
+"""
+
+
+@pytest.mark.skipif(not shutil.which("apt-cache"), reason="the refusal reads apt-cache madison (Debian build machine)")
+def test_a_package_no_source_offers_is_refused_naming_nvidias_release_assets(tmp_path):
+    # The build machine's package sources have no nvidia-mig-manager (NVIDIA publishes it as GitHub release assets
+    # only), and it is not installed: the role refuses before it releases, downloads or installs anything.
+    playbook = tmp_path / "install.yml"
+    playbook.write_text(INSTALL_PLAYBOOK)
+    variables = {"nvidia_mig_manager_version": "0.15.0-1", "__nvidia_mig_package": "nvidia-mig-manager-not-here"}
+    run = run_local_playbook(playbook, "-e", json.dumps(variables), "-e", "ansible_become=false")
+    assert run.returncode != 0
+    assert "nvidia-mig-manager-not-here 0.15.0-1 is in none of the package sources of localhost" in run.stdout
+    assert "https://github.com/NVIDIA/mig-parted/releases" in run.stdout
+    assert "set nvidia_mig_manager_package_url" in run.stdout
+    assert "Nothing was changed" in run.stdout
+    assert "changed=0" in _recap(run)
