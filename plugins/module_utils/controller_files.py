@@ -36,6 +36,7 @@ import hashlib
 import importlib.util
 import posixpath
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
@@ -55,6 +56,25 @@ _READ_ATTR = "_gpu_node_provisioning_read_sha1"
 
 class WriteConflict(AnsibleActionFail):
     """The file changed on the node between our read and our write; nothing was written."""
+
+
+# Checked with isinstance, in this order (bool is an int): Ansible hands filters
+# subclasses of these types (_AnsibleTaggedStr, _AnsibleTaggedDict, ...).
+TYPE_NAMES = (
+    (bool, "a boolean"),
+    (int, "an integer"),
+    (float, "a number"),
+    (str, "a string"),
+    (list, "a list"),
+    (Mapping, "a dict"),
+)
+
+
+def type_name(value) -> str:
+    """How a variable's value is named in messages: \"a string\", \"a list\", \"null\"."""
+    if value is None:
+        return "null"
+    return next((name for kind, name in TYPE_NAMES if isinstance(value, kind)), f"a {type(value).__name__}")
 
 
 # File attributes passed on to the copy action unchanged.

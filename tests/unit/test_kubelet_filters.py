@@ -1,4 +1,4 @@
-"""Tests of plugins/filter/kubelet.py and plugins/module_utils/kubernetes_names.py (pure functions)."""
+"""Tests of plugins/filter/kubelet.py, kubelet_config.py and plugins/module_utils/kubernetes_names.py."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import yaml
 from conftest import load_module, role_defaults, shared_values
 
 kb = load_module("kubelet", subdir="plugins/filter")
+kc = load_module("kubelet_config", subdir="plugins/filter")
 # the role passes gpu_node_facts' threshold to both filters; so do these tests
 DROPIN_MIN = shared_values()["__gpu_node_facts_kubelet_dropin_min"]
 
@@ -762,13 +763,13 @@ healthzPort: 10248
 
 
 def test_merge_config_leaves_the_text_alone_when_nothing_changes():
-    result = kb.kubelet_merge_config(MAIN, {"cgroupDriver": "systemd"}, [], "/var/lib/kubelet/config.yaml")
+    result = kc.kubelet_merge_config(MAIN, {"cgroupDriver": "systemd"}, [], "/var/lib/kubelet/config.yaml")
     assert result["changed"] is False
     assert result["content"] is MAIN
 
 
 def test_merge_config_merges_keeps_other_keys_and_order_and_removes():
-    result = kb.kubelet_merge_config(
+    result = kc.kubelet_merge_config(
         MAIN,
         {"authentication": {"webhook": {"enabled": True}}, "clusterDNS": ["10.0.0.10"], "seccompDefault": True},
         ["healthzPort"],
@@ -787,38 +788,38 @@ def test_merge_config_merges_keeps_other_keys_and_order_and_removes():
         "- 10.0.0.10\n"
         "seccompDefault: true\n"
     )
-    again = kb.kubelet_merge_config(result["content"], {"seccompDefault": True}, ["healthzPort"])
+    again = kc.kubelet_merge_config(result["content"], {"seccompDefault": True}, ["healthzPort"])
     assert again["changed"] is False
 
 
 def test_merge_config_creates_a_full_document_from_nothing():
-    result = kb.kubelet_merge_config("", {"maxPods": 64})
+    result = kc.kubelet_merge_config("", {"maxPods": 64})
     assert result["changed"] is True
     assert result["content"] == "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 64\n"
 
 
 def test_parse_config_errors_name_the_file_and_the_fix():
     with pytest.raises(kb.AnsibleFilterError) as exc:
-        kb.kubelet_parse_config("a: [1,\nb: 2\n", "/var/lib/kubelet/config.yaml")
+        kc.kubelet_parse_config("a: [1,\nb: 2\n", "/var/lib/kubelet/config.yaml")
     assert str(exc.value).startswith("/var/lib/kubelet/config.yaml is not valid YAML at line ")
     assert str(exc.value).endswith("Fix the file (the kubelet cannot read it either), then run again.")
     with pytest.raises(kb.AnsibleFilterError) as exc:
-        kb.kubelet_parse_config("- a\n", "/c.yaml")
+        kc.kubelet_parse_config("- a\n", "/c.yaml")
     assert str(exc.value) == (
         "/c.yaml holds a list at the top level, not a KubeletConfiguration mapping. Fix the file, then run again."
     )
     with pytest.raises(kb.AnsibleFilterError) as exc:
-        kb.kubelet_parse_config("kind: KubeProxyConfiguration\n", "/c.yaml")
+        kc.kubelet_parse_config("kind: KubeProxyConfiguration\n", "/c.yaml")
     assert str(exc.value) == (
         "/c.yaml is a KubeProxyConfiguration, not a KubeletConfiguration. Point kubelet_main_config_path at the "
         "kubelet's --config file."
     )
-    assert kb.kubelet_parse_config("", "/c.yaml") == {}
-    assert kb.kubelet_parse_config("# only a comment\n", "/c.yaml") == {}
+    assert kc.kubelet_parse_config("", "/c.yaml") == {}
+    assert kc.kubelet_parse_config("# only a comment\n", "/c.yaml") == {}
 
 
 def test_config_document_is_a_full_object_with_type_meta_first():
-    text = kb.kubelet_config_document({"seccompDefault": True, "featureGates": {"B": False, "A": True}})
+    text = kc.kubelet_config_document({"seccompDefault": True, "featureGates": {"B": False, "A": True}})
     assert text == (
         "apiVersion: kubelet.config.k8s.io/v1beta1\n"
         "kind: KubeletConfiguration\n"
@@ -831,7 +832,7 @@ def test_config_document_is_a_full_object_with_type_meta_first():
 
 
 def test_config_document_quotes_strings_that_look_like_other_types():
-    text = kb.kubelet_config_document({"reservedSystemCPUs": "0", "x": "true"})
+    text = kc.kubelet_config_document({"reservedSystemCPUs": "0", "x": "true"})
     assert yaml.safe_load(text) == {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -842,7 +843,7 @@ def test_config_document_quotes_strings_that_look_like_other_types():
 
 def test_effective_config_applies_dropins_in_order_and_replaces_lists():
     main = {"a": 1, "l": [1, 2], "m": {"x": 1}}
-    assert kb.kubelet_effective_config(main, {"l": [3]}, {"m": {"y": 2}}) == {"a": 1, "l": [3], "m": {"x": 1, "y": 2}}
+    assert kc.kubelet_effective_config(main, {"l": [3]}, {"m": {"y": 2}}) == {"a": 1, "l": [3], "m": {"x": 1, "y": 2}}
     assert main == {"a": 1, "l": [1, 2], "m": {"x": 1}}
 
 
@@ -858,7 +859,7 @@ def test_effective_config_applies_dropins_in_order_and_replaces_lists():
     ],
 )
 def test_healthz_url(config, url):
-    assert kb.kubelet_healthz_url(config) == url
+    assert kc.kubelet_healthz_url(config) == url
 
 
 @pytest.mark.parametrize(
@@ -877,7 +878,7 @@ def test_healthz_url(config, url):
     ],
 )
 def test_state_resets(old, new, resets):
-    assert kb.kubelet_state_resets(old, new) == resets
+    assert kc.kubelet_state_resets(old, new) == resets
 
 
 def test_flags_in_text_finds_flags_in_kubeadm_flags_env():
@@ -885,17 +886,17 @@ def test_flags_in_text_finds_flags_in_kubeadm_flags_env():
         'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///x --pod-infra-container-image=p '
         '--cgroup-driver x"\n'
     )
-    found = kb.kubelet_flags_in_text(text, ["container-runtime-endpoint", "cgroup-driver", "max-pods", "cgroup"])
+    found = kc.kubelet_flags_in_text(text, ["container-runtime-endpoint", "cgroup-driver", "max-pods", "cgroup"])
     assert found == ["container-runtime-endpoint", "cgroup-driver"]
-    assert kb.kubelet_flags_in_text("", ["a"]) == []
+    assert kc.kubelet_flags_in_text("", ["a"]) == []
 
 
 def test_service_state_from_a_service_facts_result():
     result = {"ansible_facts": {"services": {"kubelet.service": {"name": "kubelet.service", "state": "running"}}}}
-    assert kb.kubelet_service_state(result, "kubelet") == "running"
-    assert kb.kubelet_service_state(result, "kubelet.service") == "running"
-    assert kb.kubelet_service_state({"skipped": True}, "kubelet") == "unknown"
-    assert kb.kubelet_service_state(None) == "unknown"
+    assert kc.kubelet_service_state(result, "kubelet") == "running"
+    assert kc.kubelet_service_state(result, "kubelet.service") == "running"
+    assert kc.kubelet_service_state({"skipped": True}, "kubelet") == "unknown"
+    assert kc.kubelet_service_state(None) == "unknown"
 
 
 def test_every_filter_the_role_uses_exists():
@@ -905,9 +906,10 @@ def test_every_filter_the_role_uses_exists():
         if path.suffix in (".yml", ".j2"):
             used.update(pattern.findall(path.read_text()))
     assert {"kubelet_validate", "kubelet_compose_config", "kubelet_config_document", "kubelet_flag_for_field"} <= used
-    # the installer drop-in's filters (RKE2/k3s config.yaml.d) live in their own plugin file
+    # the installer drop-in's filters (RKE2/k3s config.yaml.d) and the config files' live in their own plugin files
     installer = load_module("kubelet_installer", subdir="plugins/filter")
-    assert used <= set(kb.FilterModule().filters()) | set(installer.FilterModule().filters())
+    provided = set(kb.FilterModule().filters()) | set(kc.FilterModule().filters())
+    assert used <= provided | set(installer.FilterModule().filters())
 
 
 # ---------------------------------------------------------------- anchored at the very end, paths checked up front
@@ -998,7 +1000,7 @@ healthzPort: 10248
 
 
 def test_merge_mode_keeps_comments_quoting_order_and_list_style():
-    result = kb.kubelet_merge_config(
+    result = kc.kubelet_merge_config(
         KUBEADM_WITH_COMMENTS,
         {"evictionHard": {"nodefs.available": "10%"}, "cgroupDriver": "systemd", "clusterDNS": ["10.0.0.10"]},
         ["healthzPort"],
@@ -1019,12 +1021,12 @@ def test_merge_mode_keeps_comments_quoting_order_and_list_style():
         "  nodefs.available: 10%\n"
         "cgroupDriver: systemd\n"
     )
-    assert kb.kubelet_merge_config(result["content"], {"cgroupDriver": "systemd"}, ["healthzPort"])["changed"] is False
+    assert kc.kubelet_merge_config(result["content"], {"cgroupDriver": "systemd"}, ["healthzPort"])["changed"] is False
 
 
 def test_merge_mode_keeps_an_indented_list_style():
     text = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nclusterDNS:\n  - 10.96.0.10\n"
-    result = kb.kubelet_merge_config(text, {"tlsCipherSuites": ["A", "B"]})
+    result = kc.kubelet_merge_config(text, {"tlsCipherSuites": ["A", "B"]})
     assert result["content"] == text + "tlsCipherSuites:\n  - A\n  - B\n"
 
 
@@ -1056,7 +1058,7 @@ def test_rollback_plan_restores_changed_files_with_their_mode_and_owner_and_remo
         ["/etc/default/kubelet", {"changed": True, "backup_file": "/var/backups/x~"}],
         ["/etc/default/kubelet", {"changed": True}],
     ]
-    assert kb.kubelet_rollback_plan(pairs, read, stat) == [
+    assert kc.kubelet_rollback_plan(pairs, read, stat) == [
         {
             "path": "/etc/kubernetes/kubelet.conf.d/50-gpu-node.conf",
             "existed": False,
@@ -1074,7 +1076,7 @@ def test_rollback_plan_restores_changed_files_with_their_mode_and_owner_and_remo
             "group": "4",
         },
     ]
-    assert kb.kubelet_rollback_plan([["/var/lib/kubelet/config.yaml", {"changed": False}]], read, stat) == []
+    assert kc.kubelet_rollback_plan([["/var/lib/kubelet/config.yaml", {"changed": False}]], read, stat) == []
 
 
 def test_rollback_plan_refuses_a_changed_file_it_did_not_look_at_before():
@@ -1082,9 +1084,9 @@ def test_rollback_plan_refuses_a_changed_file_it_did_not_look_at_before():
         [{"item": "/a", "skipped": True}, {"item": "/b", "stat": {"exists": True, "mode": "0644", "uid": 0, "gid": 0}}]
     )
     with pytest.raises(kb.AnsibleFilterError, match="/a changed but was not looked at before the change"):
-        kb.kubelet_rollback_plan([["/a", {"changed": True}]], _loop([]), stat)
+        kc.kubelet_rollback_plan([["/a", {"changed": True}]], _loop([]), stat)
     with pytest.raises(kb.AnsibleFilterError, match="/b changed but its content was not read"):
-        kb.kubelet_rollback_plan([["/b", {"changed": True}]], _loop([]), stat)
+        kc.kubelet_rollback_plan([["/b", {"changed": True}]], _loop([]), stat)
 
 
 def test_the_drop_in_threshold_comes_from_the_role_not_from_a_fallback():

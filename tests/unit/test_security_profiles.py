@@ -481,7 +481,7 @@ def test_seccomp_install_runs_only_when_a_profile_is_missing_or_differs(tmp_path
     result = run_local_playbook(playbook)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     runs = re.split(r"TASK \[RUN-\d", result.stdout)[1:]
-    install_task = "TASK [security_profiles : Install the seccomp profiles where the kubelet and docker find them]"
+    install_task = "TASK [security_profiles : Install the seccomp profiles for kubelet and docker]"
     assert [install_task in run for run in runs] == [True, False, True, True, True], result.stdout
     assert "TASK [security_profiles : Look up the installed seccomp profiles]" in runs[1]
     written = (profiles / "fuse.json").read_bytes()

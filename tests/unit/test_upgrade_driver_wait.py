@@ -219,9 +219,9 @@ def play_of_the_kubectl_steps(tmp: Path, facts_root: Path | None = None) -> Path
         "post_tasks": kept(play["post_tasks"]),
     }
     names = [t["name"] for t in test_play["post_tasks"]]
-    assert names.index(
-        "Wait until the node is Ready and its GPUs are allocatable again (else stop, the node cordoned)"
-    ) < names.index("Uncordon the node (unless it was cordoned before the upgrade)")
+    assert names.index("Wait for the node's GPUs to be allocatable") < names.index(
+        "Uncordon the node (unless it was cordoned before the upgrade)"
+    )
     path = tmp / "upgrade_kubectl_steps.yml"
     path.write_text(yaml.safe_dump([test_play], sort_keys=False))
     (tmp / "inventory.ini").write_text(

@@ -1,0 +1,56 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
+"""`apparmor_refusal(failed_result, parser, parser_found, apparmor_dir, host)`: why the AppArmor profiles were
+refused, as one message that names the fix.
+
+The security_profiles role writes each AppArmor profile with apparmor_parser as the ``validate`` command
+(roles/security_profiles/tasks/apparmor.yml); when that loop fails, its rescue states either that the parser is
+missing, or, for each profile the parser rejected, the parser's own words (its cache warning dropped, the path of
+the temporary copy replaced by the profile's name).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# apparmor_parser -Q -K reads the candidate from the copy module's temporary file: <dir>/.source
+_TEMPORARY_COPY = re.compile(r"/[^ ]+/[.]source")
+_CACHE_WARNING = re.compile("Cache read/write disabled")
+
+
+def _failed(result: Mapping) -> list:
+    """The failed items of a loop's result, or the result itself when it is not a loop's."""
+    items = result.get("results", [result]) if isinstance(result, Mapping) else []
+    return [r for r in items if isinstance(r, Mapping) and r.get("failed")]
+
+
+def _refusal(item: Mapping, apparmor_dir: str) -> str:
+    looped = item.get("item")
+    key = looped.get("key", "?") if isinstance(looped, Mapping) else "?"
+    stderr = " ".join(line for line in item.get("stderr_lines", []) if not _CACHE_WARNING.search(line))
+    detail = _TEMPORARY_COPY.sub(key, stderr) or item.get("msg", "")
+    return f"AppArmor profile '{key}' refused, nothing was written for it to {apparmor_dir}: {detail}. "
+
+
+def apparmor_refusal(failed_result: Mapping, parser: str, parser_found: bool, apparmor_dir: str, host: str) -> str:
+    """The message of a failed AppArmor install: the parser is missing (install it or turn AppArmor off), or
+    each refused profile with apparmor_parser's reason, then the fix (the profile text)."""
+    if not parser_found:
+        return (
+            f"{parser} is missing on {host}: the AppArmor profiles cannot be checked, so none is installed. "
+            "Install the apparmor package (security_profiles_apparmor_install_packages: true) or set "
+            "security_profiles_manage_apparmor: false."
+        )
+    refusals = "".join(_refusal(item, apparmor_dir) for item in _failed(failed_result))
+    return (
+        f"{refusals}Fix the profile text (security_profiles_apparmor_extra, or the security_profiles_apparmor_* "
+        "variables for the FUSE profile) and run again."
+    )
+
+
+class FilterModule:
+    """Filters of the security_profiles role's AppArmor part."""
+
+    def filters(self):
+        return {"apparmor_refusal": apparmor_refusal}
