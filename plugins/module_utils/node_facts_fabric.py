@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import os
 
+from ansible.module_utils.node_facts_gpu import read_pci_functions
+from ansible.module_utils.node_facts_host import rooted
+
 MELLANOX_VENDOR_ID = "0x15b3"
 # The VPD keyword NVIDIA's fabric manager start script looks for (see above).
 SWITCH_MANAGEMENT_VPD = b"SW_MNG"
@@ -36,20 +39,12 @@ def _read(path: str) -> bytes | None:
 
 def switch_management_functions(root: str = "/") -> list:
     """PCI addresses of the Mellanox functions whose VPD names them NVSwitch management ports (SW_MNG)."""
-    base = os.path.join(root, "sys/bus/pci/devices")
-    try:
-        addresses = sorted(os.listdir(base))
-    except OSError:
-        return []
-    found = []
-    for address in addresses:
-        path = os.path.join(base, address)
-        vendor = (_read(os.path.join(path, "vendor")) or b"").decode("ascii", "replace").strip().lower()
-        if vendor != MELLANOX_VENDOR_ID:
-            continue
-        if SWITCH_MANAGEMENT_VPD in (_read(os.path.join(path, "vpd")) or b""):
-            found.append(address)
-    return found
+    return [
+        function["pci_address"]
+        for function in read_pci_functions(root, MELLANOX_VENDOR_ID)
+        if SWITCH_MANAGEMENT_VPD
+        in (_read(os.path.join(rooted(root, "/sys/bus/pci/devices"), function["pci_address"], "vpd")) or b"")
+    ]
 
 
 def nvlink_fabric_facts(root: str = "/") -> dict:
