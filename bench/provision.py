@@ -66,8 +66,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
-NODE_PREFIX = "bench-node-"
-SEED_NODE = "bench-seed-1"
+# GPUNODE_BENCH_NAME: another name for the node containers, so that two checkouts can run the benchmark at once
+_NAME = os.environ.get("GPUNODE_BENCH_NAME", "bench")
+NODE_PREFIX = f"{_NAME}-node-"
+SEED_NODE = f"{_NAME}-seed-1"
 CONVERGED_IMAGE = "gpunode-bench:converged"
 # What a clone must not keep of the seed, recorded in the seed before the commit (bench/nodes.yml reads it):
 # the files the converge wrote the seed's name into (the doctor's report), and the modes of the devices
