@@ -55,6 +55,17 @@ options:
         action plugin passes that value when the task gives none.
     type: path
     required: true
+  spec:
+    description:
+      - Path of the role's C(meta/argument_specs.yml) on the controller. When given, the action plugin checks the
+        role's variables first, exactly as the C(role_variables) action does with the same O(spec) and O(checks),
+        and fails the task with its messages before anything on the node is read. Not passed to the module.
+    type: path
+  checks:
+    description:
+      - The name of the role variable that holds the role's rules (C(role_variables)'s O(checks)), checked after the
+        types when O(spec) is given. Not passed to the module.
+    type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts

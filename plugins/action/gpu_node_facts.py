@@ -7,6 +7,12 @@ has not gathered. Where ``ansible_facts.os_family`` is missing this action runs 
 ``min`` subset before the gpu_node_facts module, and the task sets both kinds of facts: one task, where the role
 had a conditional setup task before this one (skipped whenever the play gathered facts, as site.yml's do).
 
+The role's variables are checked here too, before anything is read: the role's task gives ``spec`` and ``checks``
+as a role_variables task would, and this action runs the role_variables action (plugins/action/role_variables.py)
+on the same task first, with the same messages; a refusal fails the task before the setup or facts module runs.
+One task per play where the role had a role_variables task before this one (the no-op run counts every task).
+``spec`` and ``checks`` are not passed to the module.
+
 The module's ``toolkit_config`` parameter has no default of its own: the role's task passes
 ``__gpu_node_facts_toolkit_config``, and a task that names none (a playbook's own, an ad-hoc run) gets that value from
 its one home, ``roles/gpu_node_facts/vars/main.yml``, read here.
@@ -23,13 +29,17 @@ from ansible.utils.vars import merge_hash
 
 MODULE = "ansible.legacy.gpu_node_facts"
 SETUP = "ansible.legacy.setup"
+CHECKER = "ansible.legacy.role_variables"
+# The task's arguments that belong to the variable check (role_variables), not to the module.
+CHECK_ARGS = ("spec", "checks", "entry_point")
 SHARED_VARS = Path(__file__).resolve().parents[2] / "roles" / "gpu_node_facts" / "vars" / "main.yml"
 
 
 def module_args(args: dict) -> dict:
     """The task's arguments, with the toolkit config path from the shared values where the task gives none."""
+    args = {name: value for name, value in args.items() if name not in CHECK_ARGS}
     if args.get("toolkit_config"):
-        return dict(args)
+        return args
     shared = yaml.safe_load(SHARED_VARS.read_text())
     return {**args, "toolkit_config": shared["__gpu_node_facts_toolkit_config"]}
 
@@ -53,9 +63,27 @@ def needs_minimal_facts(task_vars: dict) -> bool:
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
+    def check_variables(self, task_vars: dict) -> dict | None:
+        """The role_variables action's result for this task's ``spec`` and ``checks``; None where it names no spec."""
+        if not self._task.args.get("spec"):
+            return None
+        checker = self._shared_loader_obj.action_loader.get(
+            CHECKER,
+            task=self._task,
+            connection=self._connection,
+            play_context=self._play_context,
+            loader=self._loader,
+            templar=self._templar,
+            shared_loader_obj=self._shared_loader_obj,
+        )
+        return checker.run(task_vars=task_vars)
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
+        checked = self.check_variables(task_vars)
+        if checked and checked.get("failed"):
+            return merge_hash(result, checked)
         problem = gather_runtimes_problem(self._task.args.get("gather_runtimes", False))
         if problem:
             raise AnsibleActionFail(problem)
@@ -69,4 +97,6 @@ class ActionModule(ActionBase):
         result = merge_hash(result, node)
         if facts and not node.get("failed"):
             result["ansible_facts"] = merge_hash(facts, node.get("ansible_facts") or {})
+        if checked:
+            result["checked"] = checked.get("checked", [])
         return result

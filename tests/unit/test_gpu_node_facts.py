@@ -1132,6 +1132,9 @@ def test_the_action_passes_the_toolkit_config_path_from_its_one_home_where_the_t
     assert action.module_args({"toolkit_config": "/opt/nvidia/config.toml"}) == {
         "toolkit_config": "/opt/nvidia/config.toml"
     }
+    # the variable check's arguments (the role's task: the action runs role_variables with them) stay out of the module
+    checked = {"spec": "meta/argument_specs.yml", "checks": "__gpu_node_facts_variable_checks", "gather_runtimes": True}
+    assert action.module_args(checked) == {"gather_runtimes": True, **TOOLKIT}
 
 
 def test_a_gather_runtimes_that_is_not_a_boolean_is_refused_naming_the_role_variable():

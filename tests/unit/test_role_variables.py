@@ -30,6 +30,14 @@ ROLES = sorted(path for path in (ROOT / "roles").iterdir() if (path / "meta" / "
 # gpu_node_facts checks its variables too: gpu_node_facts_gpu_allocation (issue 39) is a choice every role reads
 CHECKED_ROLES = ROLES
 TASK_NAME = "Check the {role} variables (types, then values) before anything on the node changes"
+# gpu_node_facts runs in every play (the other roles' dependency), so it has one task there, not two: its facts action
+# (plugins/action/gpu_node_facts.py) runs the role_variables check on its own spec and checks before it reads the node.
+CHECKING_TASKS = {"gpu_node_facts": ("gpu_node_facts", "Check the variables and gather the GPU node facts")}
+
+
+def check_task_name(role: str) -> str:
+    """The name of the task that checks the role's variables (the one a refusal stops at)."""
+    return CHECKING_TASKS[role][1] if role in CHECKING_TASKS else TASK_NAME.format(role=role)
 
 role_variables = load_module("role_variables", subdir="plugins/action")
 
@@ -92,14 +100,16 @@ def _tasks_in_order_one(role: Path, task: dict) -> list[dict]:
 
 @pytest.mark.parametrize("role", CHECKED_ROLES, ids=[role.name for role in CHECKED_ROLES])
 def test_every_role_checks_its_variables_once_before_anything_else(role):
-    """One role_variables task per role, with the role's rules, the role's first task."""
+    """One role_variables task per role (gpu_node_facts: its facts task, whose action runs the same check), with the
+    role's rules, the role's first task."""
+    action = CHECKING_TASKS.get(role.name, ("role_variables",))[0]
     tasks = _tasks_in_order(role)
-    checks = [i for i, task in enumerate(tasks) if "role_variables" in task]
+    checks = [i for i, task in enumerate(tasks) if "role_variables" in task or "spec" in (task.get(action) or {})]
     assert len(checks) == 1, f"{role.name}: {len(checks)} role_variables tasks"
     assert checks[0] == 0, [t.get("name") for t in tasks[: checks[0]]]
     task = tasks[checks[0]]
-    assert task["name"] == TASK_NAME.format(role=role.name)
-    assert task["role_variables"] == {
+    assert task["name"] == check_task_name(role.name)
+    assert {name: task[action][name] for name in ("spec", "checks")} == {
         "spec": "{{ role_path }}/meta/argument_specs.yml",
         "checks": f"__{role.name}_variable_checks",
     }
@@ -340,7 +350,7 @@ def test_each_role_refuses_a_string_for_each_list_and_dict_variable_before_anyth
     for (role, name), said in refused.items():
         if name.startswith(("rule-", "choices-")):
             continue
-        if said.get("task") != TASK_NAME.format(role=role):
+        if said.get("task") != check_task_name(role):
             problems.append(f"{role}/{name}: stopped at {said.get('task')!r}: {said.get('msg')}")
             continue
         kind = "a mapping" if (role, name) in DICTS else "a list"
@@ -355,7 +365,7 @@ def test_each_role_refuses_a_value_outside_the_choices_of_each_option_at_its_one
     every option at once what it got and which values it takes."""
     names = CHOICES[role]
     said = refused[role, f"choices-{names[0]}"]
-    assert said["task"] == TASK_NAME.format(role=role), said
+    assert said["task"] == check_task_name(role), said
     for name in names:
         option = _options(ROOT / "roles" / role)[name]
         allowed = ", ".join("null" if choice is None else str(choice) for choice in option["choices"])
@@ -374,7 +384,7 @@ def test_rules_that_do_not_hold_fail_the_one_task_with_all_their_messages(refuse
     once), before any other task of the role."""
     name, _value, expected = RULE_CASES[role]
     said = refused[role, f"rule-{name}"]
-    assert said["task"] == TASK_NAME.format(role=role), said
+    assert said["task"] == check_task_name(role), said
     assert len(said["msg"]) == len(expected), said["msg"]
     assert all(part in line for part, line in zip(expected, said["msg"], strict=True)), said["msg"]
 

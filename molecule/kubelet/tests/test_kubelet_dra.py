@@ -103,7 +103,8 @@ def test_dra_below_1_34_or_a_wrong_choice_is_refused_before_anything_changes(hos
         assert "needs kubelet 1.34 or later" in text and f"but the kubelet is {version}" in text, text[-2000:]
         assert "Nothing on the node was changed" in text
     else:
-        assert "TASK [gpu_node_facts : Check the gpu_node_facts variables" in run.stdout, run.stdout[-3000:]
+        facts_task = "TASK [gpu_node_facts : Check the variables and gather the GPU node facts"
+        assert facts_task in run.stdout, run.stdout[-3000:]
         assert "gpu_node_facts_gpu_allocation" in text and "device-plugin" in text, text[-2000:]
     assert _snapshot(host) == before
 
