@@ -1,8 +1,8 @@
 """Render the nvidia_driver role's data the way Ansible does and check the exact results.
 
 The role keeps its platform differences as data: defaults/main.yml, vars/main.yml and one platform
-file that tasks/preflight.yml picks with first_found from __nvidia_driver_vars_files (then the release's file,
-__nvidia_driver_release_vars_files, where there is one). These tests load
+file that tasks/set_vars.yml picks with first_found from gpu_node_facts' __gpu_node_facts_platform_files (its
+releases a map by major version inside it, __nvidia_driver_releases). These tests load
 the same files in the same order, render them with Ansible's own Templar for each platform, and assert
 the package names, module streams, repository URLs and decisions (skip, Secure Boot, fabric manager,
 operator mode, reboot) the tasks act on.
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
 from conftest import load_module
@@ -192,26 +193,21 @@ class Role:
         merged.update(_load(ROLE / "vars" / "main.yml"))
         merged.update(ansible_facts=self.facts, role_path=str(ROLE), inventory_hostname="node1")
         templar = Templar(loader=LOADER, variables=merged)
-        self.vars_file = self._first_found(templar, "__nvidia_driver_vars_files")
+        self.vars_file = self._first_found(templar, "__gpu_node_facts_platform_files")
         merged.update(_load(self.vars_file))
-        self.release_file = self._first_found(templar, "__nvidia_driver_release_vars_files")
-        if self.release_file:
-            merged.update(_load(self.release_file))
         merged.update(internal)
         self.variables = merged
         self.templar = Templar(loader=LOADER, variables=merged)
 
     @staticmethod
     def _first_found(templar: Templar, name: str) -> Path | None:
-        """Pick the platform file exactly as the role's first_found lookup does (None where it may skip)."""
+        """Pick the platform file exactly as the role's first_found lookup does (tasks/set_vars.yml)."""
         spec = templar.evaluate_expression(trust_as_template(name))
         for file in spec["files"]:
             for directory in spec["paths"]:
                 candidate = Path(directory) / file
                 if candidate.is_file():
                     return candidate
-        if spec.get("skip"):
-            return None
         raise AssertionError(f"no platform file found among {spec['files']}")
 
     def __getitem__(self, name: str):
@@ -238,45 +234,104 @@ class Role:
 
 
 @pytest.mark.parametrize(
-    ("platform", "vars_file", "release_file", "family", "supported"),
+    ("platform", "vars_file", "family", "known", "supported"),
     [
-        ("ubuntu2204", "Ubuntu.yml", "Ubuntu_22.yml", "ubuntu", True),
-        ("ubuntu2404", "Ubuntu.yml", "Ubuntu_24.yml", "ubuntu", True),
-        ("ubuntu2004", "Ubuntu.yml", None, "ubuntu", False),
-        ("rocky8", "RedHat.yml", "RedHat_8.yml", "el", True),
-        ("rocky9", "RedHat.yml", "RedHat_9.yml", "el", True),
-        ("rocky10", "RedHat.yml", "RedHat_10.yml", "el", True),
-        ("alma9", "RedHat.yml", "RedHat_9.yml", "el", True),
-        ("rhel9", "RedHat.yml", "RedHat_9.yml", "el", True),
-        ("centos9", "RedHat.yml", "RedHat_9.yml", "el", False),
-        ("rocky7", "RedHat.yml", None, "el", False),
-        ("debian12", "Debian.yml", "Debian_12.yml", "debian", True),
-        ("debian13", "Debian.yml", "Debian_13.yml", "debian", True),
-        ("forky", "Debian.yml", None, "debian", True),
-        ("mint21", "Debian.yml", None, "debian", False),
-        ("arch", "default.yml", None, "unsupported", False),
+        ("ubuntu2204", "Ubuntu.yml", "ubuntu", True, True),
+        ("ubuntu2404", "Ubuntu.yml", "ubuntu", True, True),
+        ("ubuntu2004", "Ubuntu.yml", "ubuntu", False, False),
+        ("rocky8", "RedHat.yml", "el", True, True),
+        ("rocky9", "RedHat.yml", "el", True, True),
+        ("rocky10", "RedHat.yml", "el", True, True),
+        ("alma9", "RedHat.yml", "el", True, True),
+        ("rhel9", "RedHat.yml", "el", True, True),
+        ("centos9", "RedHat.yml", "el", True, False),
+        ("rocky7", "RedHat.yml", "el", False, False),
+        ("debian12", "Debian.yml", "debian", True, True),
+        ("debian13", "Debian.yml", "debian", True, True),
+        ("forky", "Debian.yml", "debian", False, True),
+        ("mint21", "Debian.yml", "debian", False, False),
+        ("arch", "default.yml", "unsupported", False, False),
     ],
 )
-def test_platform_file_and_support(platform, vars_file, release_file, family, supported):
+def test_platform_file_and_support(platform, vars_file, family, known, supported):
     role = Role(platform)
     assert role.vars_file.name == vars_file
-    assert (role.release_file.name if role.release_file else None) == release_file
     assert role["__nvidia_driver_family"] == family
+    assert role["__nvidia_driver_release_known"] is known
     assert bool(role["__nvidia_driver_supported"]) is supported
 
 
+# What each platform's one file gives it, as the release files gave before the one mechanism (issue 40): default
+# branch, the branches its archive packages, EL's module streams, package manager, pin form, open modules packaged.
+PLATFORM_DATA = {
+    "debian12": ("535", ["535"], False, "apt", "=", "-*", True),
+    "debian13": ("550", ["550"], False, "apt", "=", "-*", True),
+    "forky": ("", [], False, "apt", "=", "-*", True),
+    "ubuntu2204": ("580", [], False, "apt", "=", "-*", True),
+    "ubuntu2404": ("580", [], False, "apt", "=", "-*", True),
+    "rocky8": ("580", [], True, "dnf", "-", "", True),
+    "rocky9": ("580", [], True, "dnf", "-", "", True),
+    "alma9": ("580", [], True, "dnf", "-", "", True),
+    "rhel9": ("580", [], True, "dnf", "-", "", True),
+    "rocky10": ("580", [], False, "dnf", "-", "", True),
+    "arch": ("", [], False, "apt", "=", "-*", False),
+}
+
+
+@pytest.mark.parametrize("platform", list(PLATFORM_DATA))
+def test_each_platform_gets_its_data_from_its_one_file(platform):
+    role = Role(platform)
+    default_branch, choices, streams, pkg_mgr, separator, revision, open_available = PLATFORM_DATA[platform]
+    assert role["__nvidia_driver_default_branch"] == default_branch
+    assert role["__nvidia_driver_branch_choices"] == choices
+    assert role["__nvidia_driver_dnf_module_streams"] is streams
+    assert role["__nvidia_driver_pkg_mgr"] == pkg_mgr
+    assert role["__nvidia_driver_pin_separator"] == separator
+    assert role["__nvidia_driver_pin_revision"] == revision
+    assert role["__nvidia_driver_open_available"] is open_available
+
+
+def test_the_platform_files_are_the_one_mechanism():
+    """The role loads its platform data only in tasks/set_vars.yml, one task, from gpu_node_facts' file list; no
+    release files beside the platform files, no first_found or os_family map anywhere else."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "set_vars.yml").read_text())
+    found = "{{ lookup('ansible.builtin.first_found', __gpu_node_facts_platform_files) }}"
+    assert tasks == [{"name": "Load the platform data", "ansible.builtin.include_vars": found}]
+    assert sorted(p.name for p in (ROLE / "vars").glob("*.yml")) == [
+        "Debian.yml",
+        "RedHat.yml",
+        "Ubuntu.yml",
+        "default.yml",
+        "main.yml",
+    ]
+    for path in [*ROLE.glob("tasks/*.yml"), *ROLE.glob("vars/*.yml"), ROLE / "handlers" / "main.yml"]:
+        if path.name != "set_vars.yml":
+            assert "first_found" not in path.read_text(), path
+            assert "os_family'] ==" not in path.read_text() and "}[ansible_facts" not in path.read_text(), path
+
+
 def test_the_refusal_names_the_releases_with_a_file_of_their_own():
-    """Adding a release adds its vars/<Distro>_<major>.yml; the refusal reads them, no list to keep in step."""
+    """Adding a release adds it to __nvidia_driver_releases of its platform file; the refusal reads them (the filter
+    nvidia_driver_releases), no list to keep in step."""
     from ansible.plugins.loader import init_plugin_loader
 
     init_plugin_loader()  # ansible.builtin.fileglob, as ansible-playbook resolves it
     role = Role("ubuntu2004")
     assert not role.check("platform")
     assert role.check_message("platform") == (
-        "The nvidia_driver role supports Debian and the releases with a file of their own in its vars/:"
+        "The nvidia_driver role supports Debian and the releases its vars/ platform files list:"
         " Debian 12, Debian 13, RedHat 10, RedHat 8, RedHat 9, Ubuntu 22, Ubuntu 24"
         " (RedHat: RHEL, Rocky Linux and AlmaLinux); node1 runs Ubuntu 20.04."
     )
+
+
+def test_the_releases_filter_reads_each_platform_files_releases(tmp_path):
+    releases = load_module("nvidia_driver_platforms", subdir="plugins/filter").nvidia_driver_releases
+    files = sorted(str(path) for path in (ROLE / "vars").glob("*.yml"))
+    assert releases(files) == ["Debian 12", "Debian 13", "RedHat 10", "RedHat 8", "RedHat 9", "Ubuntu 22", "Ubuntu 24"]
+    (tmp_path / "Foo.yml").write_text("__nvidia_driver_releases: [1]\n")
+    with pytest.raises(AnsibleFilterError, match=r"Foo[.]yml: __nvidia_driver_releases must map a major version"):
+        releases([str(tmp_path / "Foo.yml")])
 
 
 @pytest.mark.parametrize(
@@ -1339,8 +1394,9 @@ def test_a_node_without_gpu_runs_the_variable_check_then_ends_the_role_before_an
     assert not Role("debian12", facts={"gpu_node": {"has_gpu": False}}, nvidia_driver_force=True).condition(
         MAIN[end]["when"]
     )
-    assert PREFLIGHT[0]["name"] == "Load the NVIDIA driver data for this platform"
-    assert names.index("Check the platform, the variables and the node before changing anything") > end
+    # the platform data (tasks/set_vars.yml), then the preflight: both after end_role
+    imports = [task.get("ansible.builtin.import_tasks") for task in MAIN]
+    assert imports.index("set_vars.yml") == end + 1 < imports.index("preflight.yml")
 
 
 def test_operator_mode_ends_after_the_nouveau_blacklist():

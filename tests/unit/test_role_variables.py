@@ -39,6 +39,7 @@ def check_task_name(role: str) -> str:
     """The name of the task that checks the role's variables (the one a refusal stops at)."""
     return CHECKING_TASKS[role][1] if role in CHECKING_TASKS else TASK_NAME.format(role=role)
 
+
 role_variables = load_module("role_variables", subdir="plugins/action")
 
 
