@@ -1331,7 +1331,7 @@ def test_fabric_manager_apart_fails_the_refusing_run_with_the_fix():
 def test_fabric_manager_is_read_in_the_refusing_preflight_even_with_a_loaded_driver():
     task = _task(
         PREFLIGHT,
-        "Read the installed packages (the driver's, fabric manager's and IMEX's versions, host driver packages)",
+        "Read the installed packages",
     )
     facts = {"gpu_node": {"nvswitch_count": 4, "driver": {"loaded": True, "version": "1.2"}}}
     assert Role("ubuntu2404", facts=facts, nvidia_driver_version_change="refuse").condition(task["when"])
@@ -1401,7 +1401,7 @@ def test_a_node_without_gpu_runs_the_variable_check_then_ends_the_role_before_an
 
 def test_operator_mode_ends_after_the_nouveau_blacklist():
     names = [task["name"] for task in MAIN]
-    end = names.index("Leave the driver to the GPU Operator's driver container (operator mode)")
+    end = names.index("Leave the driver to the GPU Operator (operator mode)")
     assert names.index("Keep nouveau from claiming the NVIDIA GPUs") < end
     assert names.index("Configure the package sources the driver comes from") > end
     assert Role("debian12", nvidia_driver_managed_by="operator").condition(MAIN[end]["when"])
