@@ -1,7 +1,15 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
-"""What the NVIDIA container toolkit role says to the operator, written once here rather than as Jinja programs in
-the role's vars and tasks (issue 40). Each returns "" where there is nothing to say.
+"""What the NVIDIA container toolkit role decides and says to the operator, written once here rather than as Jinja
+programs in the role's vars and tasks (issue 40). Each message filter returns "" where there is nothing to say.
+
+- `nvidia_default_now(runtime_defaults, runtimes)`: whether NVIDIA's runtime (under any name: the facts'
+  `default_nvidia`, issue 37) is the default of one of `runtimes` now (gpu_node facts `runtime_defaults`).
+- `nvidia_toolkit_settings(toolkit_config, keep, accept_envvar, accept_volume_mounts, annotation_prefixes,
+  overrides)`: the keys merged into config.toml. The two envvar/volume-mount doors stay shut and the CDI annotation
+  prefixes are the role's, except where `keep` (nvidia_container_toolkit_keep_gpu_pod_access) keeps what GPU pods
+  rely on now (the facts' `toolkit_config`: the effective values); `overrides` (nvidia_container_toolkit_config) are
+  merged over them recursively, as Ansible's `combine(recursive=True)` does.
 
 - `nvidia_toolkit_left_out(host, applies, driver_loaded, cdi_generate, register_wanted, runtimes_found)`: what the
   role leaves out on the node and why, said once before anything changes (tasks/preflight.yml): the whole role on a
@@ -23,7 +31,41 @@ from __future__ import annotations
 import json
 import re
 
+from ansible.module_utils.parsing.convert_bool import boolean
+from ansible.utils.vars import merge_hash
+
 _REFRESH_SERVICE = "nvidia-cdi-refresh.service"
+
+
+def nvidia_default_now(runtime_defaults, runtimes) -> bool:
+    """Whether NVIDIA's runtime is the default of one of `runtimes` now."""
+    return any(
+        isinstance(default, dict) and default.get("default_nvidia")
+        for name, default in (runtime_defaults or {}).items()
+        if name in runtimes
+    )
+
+
+def nvidia_toolkit_settings(
+    toolkit_config, keep: bool, accept_envvar: bool, accept_volume_mounts: bool, annotation_prefixes, overrides
+) -> dict:
+    """The config.toml keys the role merges (see the module docstring)."""
+    now = toolkit_config if isinstance(toolkit_config, dict) else {}
+
+    def kept(key: str) -> bool:
+        return keep and boolean(now.get(key, False), strict=False)
+
+    prefixes_now = now.get("cdi_annotation_prefixes_effective") or []
+    settings = {
+        "accept-nvidia-visible-devices-envvar-when-unprivileged": accept_envvar
+        or kept("accept_envvar_when_unprivileged_effective"),
+        "accept-nvidia-visible-devices-as-volume-mounts": accept_volume_mounts
+        or kept("accept_volume_mounts_effective"),
+        "nvidia-container-runtime": {
+            "modes": {"cdi": {"annotation-prefixes": prefixes_now if keep and prefixes_now else annotation_prefixes}}
+        },
+    }
+    return merge_hash(settings, overrides or {}, recursive=True)
 
 
 def nvidia_toolkit_left_out(
@@ -118,6 +160,8 @@ class FilterModule:
 
     def filters(self):
         return {
+            "nvidia_default_now": nvidia_default_now,
+            "nvidia_toolkit_settings": nvidia_toolkit_settings,
             "nvidia_toolkit_left_out": nvidia_toolkit_left_out,
             "nvidia_cdi_report": nvidia_cdi_report,
             "nvidia_toolkit_key_problem": nvidia_toolkit_key_problem,

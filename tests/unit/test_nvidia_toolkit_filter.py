@@ -174,3 +174,70 @@ def test_the_version_refusal_says_what_the_jinja_said(target, available, install
     old = render_role_value(OLD_VERSION["ansible.builtin.assert"]["fail_msg"], variables)
     new = render_role_value(NEW_VERSION["ansible.builtin.assert"]["fail_msg"], variables)
     assert _words(new) == _words(old)
+
+
+# ---- what GPU pods rely on (vars/main.yml: __nvidia_container_toolkit_nvidia_default_now, _config_settings) --------
+
+_OLD_VARS = yaml.safe_load(_old("vars/main.yml"))
+OLD_SETTINGS_VARS = {
+    name: _OLD_VARS[name]
+    for name in (
+        "__nvidia_container_toolkit_nvidia_default_now",
+        "__nvidia_container_toolkit_accept_envvar",
+        "__nvidia_container_toolkit_accept_volume_mounts",
+        "__nvidia_container_toolkit_cdi_annotation_prefixes",
+        "__nvidia_container_toolkit_config_settings",
+    )
+}
+DEFAULTS = [
+    {},
+    {"docker": {"name": "runc"}, "containerd": {"name": "nvidia", "default_nvidia": True}},
+    {"docker": {"name": "nvidia-container-runtime", "default_nvidia": True}, "crio": {"default_nvidia": False}},
+]
+DEFAULT_CASES = list(itertools.product(DEFAULTS, [["docker"], ["containerd", "crio"], []]))  # 9
+
+
+@pytest.mark.parametrize(("defaults", "runtimes"), DEFAULT_CASES, ids=[str(i) for i in range(len(DEFAULT_CASES))])
+def test_nvidia_default_now_is_what_the_jinja_said(defaults, runtimes):
+    variables = {
+        "ansible_facts": {"gpu_node": {"runtime_defaults": defaults}},
+        "__nvidia_container_toolkit_runtimes": runtimes,
+    }
+    name = "__nvidia_container_toolkit_nvidia_default_now"
+    assert render_role_value(NEW_VARS[name], variables) is render_role_value(OLD_SETTINGS_VARS[name], variables)
+
+
+TOOLKIT_CONFIGS = [
+    None,
+    {},
+    {"accept_envvar_when_unprivileged_effective": True, "accept_volume_mounts_effective": False,
+     "cdi_annotation_prefixes_effective": ["cdi.k8s.io/"]},
+    {"accept_envvar_when_unprivileged_effective": False, "accept_volume_mounts_effective": True,
+     "cdi_annotation_prefixes_effective": []},
+]  # fmt: skip
+OVERRIDES = [{}, {"nvidia-container-runtime": {"log-level": "debug", "modes": {"cdi": {"default-kind": "x/gpu"}}}},
+             {"accept-nvidia-visible-devices-as-volume-mounts": True,
+              "nvidia-container-runtime": {"modes": {"cdi": {"annotation-prefixes": ["a/"]}}}}]  # fmt: skip
+SETTINGS_CASES = list(
+    itertools.product(TOOLKIT_CONFIGS, [True, False], [True, False], [False], [[], ["cdi.k8s.io/"]], OVERRIDES)
+) + list(itertools.product(TOOLKIT_CONFIGS[2:], [True], [False], [True], [[]], OVERRIDES[:1]))  # 96 + 2
+
+
+@pytest.mark.parametrize(
+    ("toolkit_config", "keep", "envvar", "mounts", "prefixes", "overrides"),
+    SETTINGS_CASES,
+    ids=[str(i) for i in range(len(SETTINGS_CASES))],
+)
+def test_the_config_settings_are_what_the_jinja_built(toolkit_config, keep, envvar, mounts, prefixes, overrides):
+    gpu_node = {} if toolkit_config is None else {"toolkit_config": toolkit_config}
+    variables = {
+        "ansible_facts": {"gpu_node": gpu_node},
+        "nvidia_container_toolkit_keep_gpu_pod_access": keep,
+        "nvidia_container_toolkit_accept_envvar_when_unprivileged": envvar,
+        "nvidia_container_toolkit_accept_volume_mounts": mounts,
+        "nvidia_container_toolkit_cdi_annotation_prefixes": prefixes,
+        "nvidia_container_toolkit_config": overrides,
+    }
+    name = "__nvidia_container_toolkit_config_settings"
+    old = render_role_value(OLD_SETTINGS_VARS[name], {**variables, **OLD_SETTINGS_VARS})
+    assert render_role_value(NEW_VARS[name], variables) == old
