@@ -188,24 +188,26 @@ def _platform_file(facts: dict) -> str:
     return next(name for name in names if (ROLE / "vars" / name).is_file())
 
 
-@pytest.mark.parametrize(
-    ("facts", "platform"),
-    [
-        ({"distribution": "Debian", "distribution_version": "12.7", "distribution_major_version": "12",
-          "os_family": "Debian"}, "Debian"),
-        ({"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24",
-          "os_family": "Debian"}, "Debian"),
-        ({"distribution": "Rocky", "distribution_version": "9.5", "distribution_major_version": "9",
-          "os_family": "RedHat"}, "RedHat"),
-        ({"distribution": "AlmaLinux", "distribution_version": "10.0", "distribution_major_version": "10",
-          "os_family": "RedHat"}, "RedHat"),
-        ({"distribution": "SLES", "distribution_version": "15.6", "distribution_major_version": "15",
-          "os_family": "Suse"}, "default"),
-        ({"distribution": "Archlinux", "distribution_version": "", "distribution_major_version": "",
-          "os_family": "Archlinux"}, "default"),
-    ],
-)  # fmt: skip
-def test_each_platform_loads_its_data_and_an_unsupported_one_the_default(facts, platform):
+# (distribution, its version, os_family) -> the platform file the role loads
+PLATFORMS = [
+    (("Debian", "12.7", "Debian"), "Debian"),
+    (("Ubuntu", "24.04", "Debian"), "Debian"),
+    (("Rocky", "9.5", "RedHat"), "RedHat"),
+    (("AlmaLinux", "10.0", "RedHat"), "RedHat"),
+    (("SLES", "15.6", "Suse"), "default"),
+    (("Archlinux", "", "Archlinux"), "default"),
+]
+
+
+@pytest.mark.parametrize(("node", "platform"), PLATFORMS)
+def test_each_platform_loads_its_data_and_an_unsupported_one_the_default(node, platform):
+    distribution, version, family = node
+    facts = {
+        "distribution": distribution,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+    }
     assert _platform_file(facts) == f"{platform}.yml"
     data = yaml.safe_load((ROLE / "vars" / f"{platform}.yml").read_text())
     assert data == {f"{PREFIX}{key}": value for key, value in PLATFORM_DATA[platform].items()}
