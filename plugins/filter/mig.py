@@ -1,6 +1,7 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
-"""Filter of the nvidia_mig role: is a set of MIG layouts in mig-parted's format?
+"""Filters of the nvidia_mig role: is a set of MIG layouts in mig-parted's format? What does the node have of the
+MIG manager package?
 
 `nvidia_mig_bad_entries(configs, entry_keys)`
     The problems of ``configs`` (nvidia_mig_configs: layout name -> list of entries), one string each, in the order
@@ -11,7 +12,14 @@
     keys, api/spec/v1/spec.go). One problem is named per entry, the first found in that order; unknown keys in the
     entry's order (the Jinja program this replaced took a set difference, whose order varied from run to run).
 
-Caller: roles/nvidia_mig/vars/main.yml (the `entries` rule of __nvidia_mig_variable_checks).
+`nvidia_mig_package_read(lines)`
+    {installed, offered} from the lines of the package read (roles/nvidia_mig/tasks/install.yml): ``installed`` is
+    {version, selection} of the line "installed <version> <selection>" ({} when there is none), ``offered`` the
+    versions of the lines "offered <version>", in their order (the package manager's: newest first). Lines of other
+    forms are not read.
+
+Callers: roles/nvidia_mig/vars/main.yml (the `entries` rule of __nvidia_mig_variable_checks; __nvidia_mig_installed
+and __nvidia_mig_offered).
 """
 
 from __future__ import annotations
@@ -84,8 +92,18 @@ def nvidia_mig_bad_entries(configs, entry_keys) -> list:
     return bad
 
 
+def nvidia_mig_package_read(lines) -> dict:
+    """{installed: {version, selection} or {}, offered: [versions]} of the package read's lines."""
+    rows = [line.split() for line in lines]
+    installed = [row for row in rows if len(row) == 3 and row[0] == "installed"]
+    return {
+        "installed": {"version": installed[0][1], "selection": installed[0][2]} if installed else {},
+        "offered": [row[1] for row in rows if len(row) == 2 and row[0] == "offered"],
+    }
+
+
 class FilterModule:
     """Filters of the nvidia_mig role."""
 
     def filters(self):
-        return {"nvidia_mig_bad_entries": nvidia_mig_bad_entries}
+        return {"nvidia_mig_bad_entries": nvidia_mig_bad_entries, "nvidia_mig_package_read": nvidia_mig_package_read}

@@ -10,6 +10,8 @@
   '%{name}\\t%{version}-%{release}'` lines, each version once, newest first (community.general's version_sort order).
 - `rpm_installed_versions(packages, names)`: {package: {version: "<version>-<release>"}} of those of `names` that
   ansible.builtin.package_facts found (its last entry where several are installed).
+- `packages_missing_at(names, target, installed, available)`: those of `names` neither installed at `target`
+  (`installed`: {package: {version}}) nor offered at it (`available`: {package: [versions]}), in `names`' order.
 
 Callers: nvidia_container_toolkit (tasks/packages_apt.yml, tasks/packages_dnf.yml); tasks/version.yml settles on
 one version from what these say.
@@ -79,6 +81,15 @@ def rpm_installed_versions(packages, names) -> dict:
     return found
 
 
+def packages_missing_at(names, target: str, installed: Mapping, available: Mapping) -> list:
+    """Those of `names` that can be had at `target` neither from the node nor from its package sources."""
+    return [
+        name
+        for name in names
+        if (installed.get(name) or {}).get("version") != target and target not in (available.get(name) or [])
+    ]
+
+
 class FilterModule:
     """Package version filters (see the module docstring)."""
 
@@ -88,4 +99,5 @@ class FilterModule:
             "apt_madison_versions": apt_madison_versions,
             "dnf_repoquery_versions": dnf_repoquery_versions,
             "rpm_installed_versions": rpm_installed_versions,
+            "packages_missing_at": packages_missing_at,
         }

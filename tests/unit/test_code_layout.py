@@ -31,6 +31,8 @@ SHORT_NAMED = [
     "roles/nvidia_driver/tasks",
     "roles/nvidia_driver/handlers",
     "roles/gpu_node_facts/tasks",
+    "roles/nvidia_container_toolkit/tasks",
+    "roles/nvidia_mig/tasks",
 ]
 MAX_TASK_NAME = 70
 # The one name of every role's variable check (tests/unit/test_role_variables.py): it changes for all roles at once.

@@ -79,3 +79,38 @@ def test_the_roles_check_renders_through_the_filter(configs, expected):
         "nvidia_mig_configs": configs,
     }
     assert render_role_value("{{ __nvidia_mig_bad_entries }}", variables) == expected
+
+
+# ---- the package read (tasks/install.yml), which was a Jinja program with a {% set %} in vars/main.yml ---------------
+
+OLD_INSTALLED = (
+    "{%- set found = __nvidia_mig_package_read.stdout_lines | map('split') | selectattr('0', 'equalto', 'installed')"
+    " | list -%}\n{{ {'version': found[0][1], 'selection': found[0][2]} if found else {} }}"
+)  # roles/nvidia_mig/vars/main.yml at commit 233085d
+OLD_OFFERED = (
+    "{{ __nvidia_mig_package_read.stdout_lines | map('split') | selectattr('0', 'equalto', 'offered')"
+    " | map(attribute='1') | list }}"
+)
+READS = [
+    [],
+    ["installed 0.15.0-1 hold"],
+    ["installed 0.15.0-1 install", "offered 0.15.0-1", "offered 0.14.0-1"],
+    ["offered 0.15.0-1", "offered 0.14.0-1"],
+    ["installed 0.14.0-1 install"],
+    ["offered 0.15.0~rc.1-1"],
+]
+
+
+@pytest.mark.parametrize("lines", READS, ids=[str(i) for i in range(len(READS))])
+def test_the_package_read_is_what_the_jinja_program_read(lines):
+    variables = {"__nvidia_mig_package_read": {"stdout_lines": lines}}
+    role_vars = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    for old, name in ((OLD_INSTALLED, "__nvidia_mig_installed"), (OLD_OFFERED, "__nvidia_mig_offered")):
+        assert render_role_value(role_vars[name], variables) == render_role_value(old, variables), name
+
+
+def test_the_package_read_skips_lines_of_other_forms():
+    assert mig.nvidia_mig_package_read(["installed 1-1", "offered", "noise x y", "offered 2-1"]) == {
+        "installed": {},
+        "offered": ["2-1"],
+    }

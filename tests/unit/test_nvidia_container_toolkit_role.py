@@ -16,21 +16,20 @@ ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
 RUNTIME_TASKS = [
+    "nvidia_container_toolkit : Load the platform data",
     "nvidia_container_toolkit : Check the nvidia_container_toolkit variables (types, then values) before anything on "
     "the node changes",
-    "nvidia_container_toolkit : Report what the role leaves out on this node (no NVIDIA GPU or driver, no CDI spec, no "
-    "container runtime)",
-    "Register the nvidia runtime in {{ __nvidia_container_toolkit_runtimes | join(', ') }}",
+    "nvidia_container_toolkit : Report what the role leaves out on this node",
+    "Register the nvidia runtime in the container runtimes",
 ]
 ALL_TASKS = [
-    *RUNTIME_TASKS[:2],
-    "nvidia_container_toolkit : Trust the NVIDIA container toolkit repository and install the four toolkit packages "
-    "at one version, held",
-    "nvidia_container_toolkit : Keep NVIDIA_VISIBLE_DEVICES away from unprivileged containers in "
-    "{{ __nvidia_container_toolkit_config_path }}",
-    "nvidia_container_toolkit : Generate the CDI spec where the NVIDIA driver is loaded, and keep it fresh at boot "
-    "and on driver changes",
-    *RUNTIME_TASKS[2:],
+    *RUNTIME_TASKS[:3],
+    "nvidia_container_toolkit : Install the toolkit packages",
+    "nvidia_container_toolkit : Merge the toolkit settings into its config.toml",
+    "nvidia_container_toolkit : Read the CDI spec and its refresh units against what they should be",
+    "nvidia_container_toolkit : Put the CDI spec and its refresh units in place",
+    "nvidia_container_toolkit : Report who writes the CDI spec, where this run does not",
+    *RUNTIME_TASKS[3:],
 ]
 
 
@@ -92,8 +91,9 @@ def _main_tasks() -> list[dict]:
 def test_only_preflight_and_registration_carry_the_runtime_tag():
     tagged = {task["name"]: task["tags"] for task in _main_tasks()}
     assert [name for name, tags in tagged.items() if "runtime" in tags] == [
+        "Load the platform data of the node",
         "Decide whether this node gets the toolkit, and check the settings",
-        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[2:]],
+        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[3:]],
     ]
     for task in _main_tasks():
         if "ansible.builtin.include_tasks" in task or "ansible.builtin.include_role" in task:
@@ -131,7 +131,7 @@ def _defined_in_tasks(node, found: set[str]) -> None:
 
 
 def _task_files(manager: str) -> list[Path]:
-    common = ["main", "preflight", "key", "version", "cdi"]
+    common = ["main", "set_vars", "preflight", "key", "version", "cdi", "cdi_apply"]
     own = [f"repository_{manager}", f"packages_{manager}", *(["install_apt"] if manager == "apt" else [])]
     return [ROLE / "tasks" / f"{name}.yml" for name in [*common, *own]]
 
@@ -139,13 +139,14 @@ def _task_files(manager: str) -> list[Path]:
 MANAGERS = {"Debian": "apt", "RedHat": "dnf"}
 
 
-@pytest.mark.parametrize("manager", sorted(MANAGERS.values()))
-def test_every_internal_variable_a_family_uses_is_defined(manager):
-    """vars/main.yml, and the vars of packages_<manager>.yml's block (no include_vars task: a task fewer per run),
+@pytest.mark.parametrize(("family", "manager"), MANAGERS.items())
+def test_every_internal_variable_a_family_uses_is_defined(family, manager):
+    """vars/main.yml, the family's platform file (vars/<os_family>.yml) and the vars of packages_<manager>.yml's block
     define every internal variable the family's task files and templates use."""
     files = _task_files(manager)
     assert all(path.is_file() for path in files), [str(path) for path in files if not path.is_file()]
     defined = set(yaml.safe_load((ROLE / "vars" / "main.yml").read_text()))
+    defined.update(yaml.safe_load((ROLE / "vars" / f"{family}.yml").read_text()))
     templates = [
         ROLE / "templates" / source for path in files for source in re.findall(r"src: (\S+\.j2)", path.read_text())
     ]
@@ -158,12 +159,73 @@ def test_every_internal_variable_a_family_uses_is_defined(manager):
     assert sorted(used - defined) == []
 
 
-@pytest.mark.parametrize(("family", "manager"), [*MANAGERS.items(), ("Suse", ""), ("Archlinux", "")])
-def test_the_family_picks_its_package_manager_and_an_unsupported_one_none(family, manager):
-    import jinja2
+# The platform data (tasks/set_vars.yml loads the first of __gpu_node_facts_platform_files found in vars/): each
+# platform's values, and default.yml's for a platform without a file.
+PLATFORM_DATA = {
+    "Debian": {
+        "package_manager": "apt",
+        "repo_tools": ["gpg"],
+        "keyring": "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg",
+        "apt_source": "/etc/apt/sources.list.d/nvidia-container-toolkit.list",
+    },
+    "RedHat": {
+        "package_manager": "dnf",
+        "repo_tools": ["gnupg2"],
+        "versionlock_packages": ["python3-dnf-plugin-versionlock"],
+        "rpm_key": "/etc/pki/rpm-gpg/RPM-GPG-KEY-nvidia-container-toolkit",
+        "yum_repo_name": "nvidia-container-toolkit",
+    },
+    "default": {"package_manager": ""},
+}
 
-    template = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())[f"{PREFIX}package_manager"]
-    assert jinja2.Environment().from_string(template).render(ansible_facts={"os_family": family}) == manager
+
+def _platform_file(facts: dict) -> str:
+    """The file name set_vars.yml loads for these facts: the first of the shared list found in the role's vars/."""
+    from conftest import render_role_value
+
+    shared = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml").read_text())
+    names = render_role_value("{{ __gpu_node_facts_platform_files.files }}", {**shared, "ansible_facts": facts})
+    return next(name for name in names if (ROLE / "vars" / name).is_file())
+
+
+# (distribution, its version, os_family) -> the platform file the role loads
+PLATFORMS = [
+    (("Debian", "12.7", "Debian"), "Debian"),
+    (("Ubuntu", "24.04", "Debian"), "Debian"),
+    (("Rocky", "9.5", "RedHat"), "RedHat"),
+    (("AlmaLinux", "10.0", "RedHat"), "RedHat"),
+    (("SLES", "15.6", "Suse"), "default"),
+    (("Archlinux", "", "Archlinux"), "default"),
+]
+
+
+@pytest.mark.parametrize(("node", "platform"), PLATFORMS)
+def test_each_platform_loads_its_data_and_an_unsupported_one_the_default(node, platform):
+    distribution, version, family = node
+    facts = {
+        "distribution": distribution,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+    }
+    assert _platform_file(facts) == f"{platform}.yml"
+    data = yaml.safe_load((ROLE / "vars" / f"{platform}.yml").read_text())
+    assert data == {f"{PREFIX}{key}": value for key, value in PLATFORM_DATA[platform].items()}
+
+
+def test_set_vars_holds_the_one_platform_task_and_nothing_else_picks_a_platform():
+    assert yaml.safe_load((ROLE / "tasks" / "set_vars.yml").read_text()) == [
+        {
+            "name": "Load the platform data",
+            "ansible.builtin.include_vars": "{{ lookup('ansible.builtin.first_found', "
+            "__gpu_node_facts_platform_files) }}",
+        }
+    ]
+    for path in [*(ROLE / "tasks").glob("*.yml"), ROLE / "vars" / "main.yml"]:
+        text = path.read_text()
+        if path.name != "set_vars.yml":
+            assert "first_found" not in text, path
+        assert not re.search(r"\}\[ansible_facts\.(os_family|distribution)", text), path
 
 
 # --- the node read that lets a re-run skip the repository chain (tasks/packages_apt.yml) ------------
@@ -335,7 +397,7 @@ def test_the_refresh_dropin_sets_the_output_path_the_service_reads():
 
 
 def test_the_refresh_dropin_is_written_or_removed_and_systemd_reloaded_when_it_changed():
-    block = next(t for t in yaml.safe_load((ROLE / "tasks" / "cdi.yml").read_text()) if "block" in t)["block"]
+    block = next(t for t in yaml.safe_load((ROLE / "tasks" / "cdi_apply.yml").read_text()) if "block" in t)["block"]
     dropin = next(t for t in block if t["name"].startswith("Make nvidia-cdi-refresh write the spec"))
     assert "'nvidia-cdi-refresh.service' in __nvidia_container_toolkit_refresh_units" in dropin["when"]
     steps = {t["name"]: t for t in dropin["block"]}

@@ -408,3 +408,41 @@ def test_a_package_no_source_offers_is_refused_naming_nvidias_release_assets(tmp
     assert "set nvidia_mig_manager_package_url" in run.stdout
     assert "Nothing was changed" in run.stdout
     assert "changed=0" in _recap(run)
+
+
+# --------------------------------------------------------------------------- the platform data (tasks/set_vars.yml)
+
+ROLE = ROOT / "roles" / "nvidia_mig"
+
+PLATFORMS = [
+    ({"distribution": "Debian", "distribution_version": "12.7", "distribution_major_version": "12",
+      "os_family": "Debian"}, "Debian.yml", "apt"),
+    ({"distribution": "Ubuntu", "distribution_version": "24.04", "distribution_major_version": "24",
+      "os_family": "Debian"}, "Debian.yml", "apt"),
+    ({"distribution": "Rocky", "distribution_version": "9.5", "distribution_major_version": "9",
+      "os_family": "RedHat"}, "RedHat.yml", "dnf"),
+    ({"distribution": "SLES", "distribution_version": "15.6", "distribution_major_version": "15",
+      "os_family": "Suse"}, "default.yml", ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("facts", "name", "manager"), PLATFORMS)
+def test_each_platform_loads_its_package_manager(facts, name, manager):
+    from conftest import render_role_value
+
+    shared = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml").read_text())
+    names = render_role_value("{{ __gpu_node_facts_platform_files.files }}", {**shared, "ansible_facts": facts})
+    found = next(candidate for candidate in names if (ROLE / "vars" / candidate).is_file())
+    assert found == name
+    data = yaml.safe_load((ROLE / "vars" / found).read_text())
+    assert data == {"__nvidia_mig_package_manager": manager}
+    spec = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__nvidia_mig_package_spec"]
+    separator = "=" if manager == "apt" else "-"
+    values = {**data, "__nvidia_mig_package": "nvidia-mig-manager", "__nvidia_mig_target": "0.15.0-1"}
+    assert render_role_value(spec, values) == f"nvidia-mig-manager{separator}0.15.0-1"
+
+
+def test_the_install_reads_the_package_manager_from_the_platform_data_alone():
+    text = (ROLE / "tasks" / "install.yml").read_text() + (ROLE / "vars" / "main.yml").read_text()
+    assert "pkg_mgr" not in text and "os_family" not in text
+    assert "set_vars.yml" in (ROLE / "tasks" / "layout.yml").read_text()

@@ -111,3 +111,42 @@ def test_the_dnf_tasks_expressions_read_repoquery_and_package_facts():
         "nvidia-container-toolkit": {"version": "1.18.0-1"},
         "libnvidia-container1": {"version": "1.18.0-1"},
     }
+
+
+# tasks/version.yml's __nvidia_container_toolkit_missing, a Jinja pipeline until commit 233085d (read from git), is
+# the filter packages_missing_at: both rendered by Ansible's Templar on the same inputs.
+OLD_MISSING = """{{ __nvidia_container_toolkit_packages
+   | reject('in', __nvidia_container_toolkit_installed
+                  | dict2items | selectattr('value.version', 'equalto', __nvidia_container_toolkit_target)
+                  | map(attribute='key') | list)
+   | reject('in', __nvidia_container_toolkit_available
+                  | dict2items | selectattr('value', 'contains', __nvidia_container_toolkit_target)
+                  | map(attribute='key') | list)
+   | list }}"""
+FOUR = [
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+]
+MISSING_CASES = [
+    (target, installed, available)
+    for target in ["1.17.8-1", "1.17.7-1", ""]
+    for installed in [{}, {"libnvidia-container1": {"version": "1.17.7-1"}}, {n: {"version": "1.17.8-1"} for n in FOUR}]
+    for available in [{}, {n: ["1.17.8-1", "1.17.7-1"] for n in FOUR[:3]}, {n: ["1.17.7-1"] for n in FOUR}]
+]  # 27
+
+
+@pytest.mark.parametrize(("target", "installed", "available"), MISSING_CASES)
+def test_the_missing_packages_are_what_the_jinja_pipeline_found(target, installed, available):
+    import yaml
+
+    task = yaml.safe_load((ROOT / "roles" / "nvidia_container_toolkit" / "tasks" / "version.yml").read_text())[1]
+    variables = {
+        "__nvidia_container_toolkit_packages": FOUR,
+        "__nvidia_container_toolkit_target": target,
+        "__nvidia_container_toolkit_installed": installed,
+        "__nvidia_container_toolkit_available": available,
+    }
+    new = render_role_value(task["vars"]["__nvidia_container_toolkit_missing"], variables)
+    assert new == render_role_value(OLD_MISSING, variables)

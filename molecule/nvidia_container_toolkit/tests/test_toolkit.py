@@ -97,7 +97,7 @@ def test_apt_takes_the_toolkit_from_the_signed_repository(host):
 def test_a_key_with_another_fingerprint_is_refused(host, good_fingerprint, rogue_fingerprint):
     result = refusal(host, "wrong-key")
     assert result["failed"] is True
-    assert result["task"] == "Refuse a key whose fingerprint is not the expected one (nothing is written then)"
+    assert result["task"] == "Refuse a key whose fingerprint is not the expected one"
     assert result["msg"].startswith(
         f"The key at http://127.0.0.1:8765/rogue-gpgkey has the fingerprint {rogue_fingerprint}, "
         f"but nvidia_container_toolkit_repo_key_fingerprint expects {good_fingerprint}."
