@@ -18,7 +18,7 @@ NEW_VARS = yaml.safe_load((ROOT / "roles/kubelet/vars/main.yml").read_text())
 NEW_REPORT = next(
     task
     for task in yaml.safe_load((ROOT / "roles/kubelet/tasks/main.yml").read_text())
-    if task["name"] == "Report when and how the kubelet picks up its settings"
+    if task["name"] == "Report when the kubelet applies its settings"
 )
 
 
