@@ -529,6 +529,11 @@ def flag_for_field(field: str) -> str:
     return re.sub(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z][a-z])", r"-\1\2", field).lower()
 
 
+def kubelet_field_flags(fields: dict, left_out=()) -> dict:
+    """The KubeletConfiguration ``fields`` by their flag names (RKE2/k3s kubelet-arg), ``left_out`` fields not."""
+    return {flag_for_field(field): value for field, value in fields.items() if field not in left_out}
+
+
 def kubelet_flag_changes(params: dict, plan: dict, fields: dict) -> dict:
     """The ``flags`` and ``flags_absent`` for the kubelet_flags module.
 
@@ -563,4 +568,5 @@ class FilterModule:
             "kubelet_compose_labels": kubelet_compose_labels,
             "kubelet_flag_changes": kubelet_flag_changes,
             "kubelet_flag_for_field": flag_for_field,
+            "kubelet_field_flags": kubelet_field_flags,
         }

@@ -33,6 +33,9 @@ SHORT_NAMED = [
     "roles/gpu_node_facts/tasks",
     "roles/nvidia_container_toolkit/tasks",
     "roles/nvidia_mig/tasks",
+    "roles/kubelet/tasks",
+    "roles/kubelet/handlers",
+    "roles/runtime_config/tasks",
 ]
 MAX_TASK_NAME = 70
 # The one name of every role's variable check (tests/unit/test_role_variables.py): it changes for all roles at once.

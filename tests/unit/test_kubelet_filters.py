@@ -906,10 +906,11 @@ def test_every_filter_the_role_uses_exists():
         if path.suffix in (".yml", ".j2"):
             used.update(pattern.findall(path.read_text()))
     assert {"kubelet_validate", "kubelet_compose_config", "kubelet_config_document", "kubelet_flag_for_field"} <= used
-    # the installer drop-in's filters (RKE2/k3s config.yaml.d) and the config files' live in their own plugin files
+    # the installer drop-in's filters (RKE2/k3s config.yaml.d), the config files' and the tasks' live in their own files
     installer = load_module("kubelet_installer", subdir="plugins/filter")
+    tasks = load_module("kubelet_tasks", subdir="plugins/filter")
     provided = set(kb.FilterModule().filters()) | set(kc.FilterModule().filters())
-    assert used <= provided | set(installer.FilterModule().filters())
+    assert used <= provided | set(installer.FilterModule().filters()) | set(tasks.FilterModule().filters())
 
 
 # ---------------------------------------------------------------- anchored at the very end, paths checked up front

@@ -1,0 +1,52 @@
+"""The kubelet role's platform data (issue 40, one mechanism): tasks/set_vars.yml loads the first found of
+__gpu_node_facts_platform_files from roles/kubelet/vars; each platform gets its KUBELET_EXTRA_ARGS file and the
+package with getsubids."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import ROOT, render_role_value
+
+ROLE = ROOT / "roles" / "kubelet"
+FILES = yaml.safe_load((ROOT / "roles/gpu_node_facts/vars/main.yml").read_text())["__gpu_node_facts_platform_files"]
+
+
+def _platform_data(distribution: str, version: str, family: str) -> dict:
+    facts = {
+        "distribution": distribution,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+    }
+    names = [render_role_value(name, {"ansible_facts": facts}) for name in FILES["files"]]
+    found = next(name for name in names if (ROLE / "vars" / name).is_file())
+    return yaml.safe_load((ROLE / "vars" / found).read_text())
+
+
+@pytest.mark.parametrize(
+    ("distribution", "version", "family", "env_file", "package"),
+    [
+        ("Debian", "12", "Debian", "/etc/default/kubelet", "uidmap"),
+        ("Ubuntu", "24.04", "Debian", "/etc/default/kubelet", "uidmap"),
+        ("Rocky", "9.5", "RedHat", "/etc/sysconfig/kubelet", "shadow-utils"),
+        ("RedHat", "10.0", "RedHat", "/etc/sysconfig/kubelet", "shadow-utils"),
+        ("SLES", "15.6", "Suse", "/etc/default/kubelet", "uidmap"),
+    ],
+)
+def test_each_platform_gets_its_env_file_and_getsubids_package(distribution, version, family, env_file, package):
+    data = _platform_data(distribution, version, family)
+    assert data == {"__kubelet_env_file_default": env_file, "__kubelet_getsubids_package": package}
+    variables = {"kubelet_env_file": "", **data}
+    path = yaml.safe_load((ROLE / "vars/main.yml").read_text())["__kubelet_env_file_path"]
+    assert render_role_value(path, variables) == env_file
+    assert render_role_value(path, {**variables, "kubelet_env_file": "/etc/kubelet.env"}) == "/etc/kubelet.env"
+
+
+def test_the_role_loads_its_platform_data_once_through_set_vars():
+    tasks = yaml.safe_load((ROLE / "tasks/set_vars.yml").read_text())
+    assert [task["name"] for task in tasks] == ["Load the platform data"]
+    assert "__gpu_node_facts_platform_files" in tasks[0]["ansible.builtin.include_vars"]
+    other = "".join(p.read_text() for p in ROLE.rglob("*.yml") if p.name != "set_vars.yml")
+    assert "first_found" not in other and "os_family" not in other
+    assert "ansible.builtin.import_tasks: set_vars.yml" in (ROLE / "tasks/main.yml").read_text()
