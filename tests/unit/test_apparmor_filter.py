@@ -26,7 +26,7 @@ OLD_FAILED = (
     "   | selectattr('failed', 'defined') | selectattr('failed') | list }}"
 )
 NEW_MSG = (
-    "{{ ansible_failed_result | apparmor_refusal(__security_profiles_apparmor.parser,\n"
+    "{{ ansible_failed_result | apparmor_refusal(__security_profiles_apparmor_parser,\n"
     "   __security_profiles_apparmor_parser_stat.stat.exists, __security_profiles_apparmor_dir, inventory_hostname) }}"
 )
 
@@ -60,7 +60,8 @@ def _variables(result, parser_found):
     return {
         "ansible_failed_result": result,
         "inventory_hostname": "node-1",
-        "__security_profiles_apparmor": {"parser": "/sbin/apparmor_parser"},
+        "__security_profiles_apparmor": {"parser": "/sbin/apparmor_parser"},  # the old program's platform dict
+        "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
         "__security_profiles_apparmor_parser_stat": {"stat": {"exists": parser_found}},
         "__security_profiles_apparmor_dir": "/etc/apparmor.d",
     }
