@@ -3,6 +3,12 @@
 """`apparmor_refusal(failed_result, parser, parser_found, apparmor_dir, host)`: why the AppArmor profiles were
 refused, as one message that names the fix.
 
+`apparmor_unloaded(profiles, host, supported, check_without_tools, kernel_enabled, apparmor_dir, platform)`: why the
+AppArmor profiles are not loaded on a node: the platform (``platform``, e.g. "Rocky 9") has no AppArmor
+(``supported`` false), check mode could not preview them (``check_without_tools``: the tools are not installed yet),
+or the kernel has AppArmor disabled or no securityfs (``kernel_enabled`` says which). The security_profiles role
+reports it (roles/security_profiles/tasks/main.yml).
+
 The security_profiles role writes each AppArmor profile with apparmor_parser as the ``validate`` command
 (roles/security_profiles/tasks/apparmor.yml); when that loop fails, its rescue states either that the parser is
 missing, or, for each profile the parser rejected, the parser's own words (its cache warning dropped, the path of
@@ -17,6 +23,40 @@ from collections.abc import Mapping
 # apparmor_parser -Q -K reads the candidate from the copy module's temporary file: <dir>/.source
 _TEMPORARY_COPY = re.compile(r"/[^ ]+/[.]source")
 _CACHE_WARNING = re.compile("Cache read/write disabled")
+
+
+def apparmor_unloaded(
+    profiles,
+    host: str,
+    supported: bool,
+    check_without_tools: bool,
+    kernel_enabled: bool,
+    apparmor_dir: str,
+    platform: str,
+) -> str:
+    """Why the AppArmor profiles ``profiles`` (their names) are not loaded on ``host``, with what follows."""
+    names = ", ".join(str(p) for p in profiles)
+    if not supported:
+        return (
+            f"{platform} has no AppArmor (containers are confined by SELinux there): no AppArmor profile is installed"
+            f" on {host}. Pods scheduled on it must not set securityContext.appArmorProfile."
+        )
+    if check_without_tools:
+        return (
+            f"Check mode: the AppArmor tools are not installed on {host} yet, so the profiles ({names}) are parsed,"
+            " installed and loaded by a real run only."
+        )
+    kernel = (
+        f"AppArmor is enabled in the kernel of {host} but its interface /sys/kernel/security/apparmor is not there"
+        " (a container without securityfs?)"
+        if kernel_enabled
+        else f"The kernel of {host} has AppArmor disabled"
+    )
+    return (
+        f"{kernel}: AppArmor profile(s) {names} are installed in {apparmor_dir} but not loaded. apparmor.service loads"
+        " them at the next boot with AppArmor enabled; until they are loaded, pods that reference them do not start on"
+        " this node."
+    )
 
 
 def _failed(result: Mapping) -> list:
@@ -53,4 +93,4 @@ class FilterModule:
     """Filters of the security_profiles role's AppArmor part."""
 
     def filters(self):
-        return {"apparmor_refusal": apparmor_refusal}
+        return {"apparmor_refusal": apparmor_refusal, "apparmor_unloaded": apparmor_unloaded}
