@@ -153,7 +153,13 @@ def test_the_report_says_what_the_two_old_reports_said(supported, loadable, chec
         "security_profiles_seccomp_profile_name": "fuse",
         "__security_profiles_apparmor_supported": supported,
         "__security_profiles_apparmor_loadable": loadable,
+        # the old tasks read the tools' install; the task now reads the stat of apparmor_parser (installed by it)
         "__security_profiles_apparmor_tools": {"changed": tools_changed},
+        "security_profiles_apparmor_install_packages": True,
+        "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
+        "__security_profiles_stat": {
+            "results": [{"item": "/sbin/apparmor_parser", "stat": {"exists": not tools_changed}}]
+        },
         "__security_profiles_apparmor_profiles": {"fuse": "profile fuse {}", "extra": "profile extra {}"},
         "__security_profiles_apparmor_dir": "/etc/apparmor.d",
     }
@@ -164,3 +170,47 @@ def test_the_report_says_what_the_two_old_reports_said(supported, loadable, chec
     task = _report_task()
     new = render_role_value("{{ __security_profiles_reports }}", {**variables, **task["vars"]})
     assert new == old
+
+
+# --- whether the AppArmor tasks have anything to do (apparmor_pending) ----------------------------------------
+
+AA_DIR = "/etc/apparmor.d"
+AA_PROFILES = {"fuse": "profile fuse {}\n", "extra": "profile extra {}\n"}
+PARSER = "/sbin/apparmor_parser"
+LINK = "/etc/systemd/system/sysinit.target.wants/apparmor.service"
+
+
+def _aa_stats(**changes):
+    import hashlib
+
+    def profile(name):
+        return {"exists": True, "isreg": True, "pw_name": "root", "gr_name": "root", "mode": "0644",
+                "checksum": hashlib.sha1(AA_PROFILES[name].encode()).hexdigest()}  # fmt: skip
+
+    found = {PARSER: {"exists": True, "isreg": True}, LINK: {"exists": True, "islnk": True}}
+    found.update({f"{AA_DIR}/{name}": profile(name) for name in AA_PROFILES})
+    for path, stat in changes.items():
+        found[path] = {**found.get(path, {}), **stat}
+    return [{"item": path, "stat": stat} for path, stat in found.items()]
+
+
+@pytest.mark.parametrize(
+    ("stats", "link", "loadable", "pending"),
+    [
+        (_aa_stats(), LINK, False, False),
+        (_aa_stats(), "", False, False),
+        # each thing the AppArmor tasks would change, one at a time
+        (_aa_stats(), LINK, True, True),
+        (_aa_stats(**{PARSER: {"exists": False}}), LINK, False, True),
+        (_aa_stats(**{LINK: {"exists": False}}), LINK, False, True),
+        (_aa_stats(**{LINK: {"exists": False}}), "", False, False),
+        (_aa_stats(**{f"{AA_DIR}/fuse": {"exists": False}}), LINK, False, True),
+        (_aa_stats(**{f"{AA_DIR}/fuse": {"checksum": "0" * 40}}), LINK, False, True),
+        (_aa_stats(**{f"{AA_DIR}/extra": {"mode": "0600"}}), LINK, False, True),
+        (_aa_stats(**{f"{AA_DIR}/extra": {"pw_name": "nobody"}}), LINK, False, True),
+        (_aa_stats(**{f"{AA_DIR}/extra": {"isreg": False}}), LINK, False, True),
+        ([s for s in _aa_stats() if s["item"] != f"{AA_DIR}/extra"], LINK, False, True),
+    ],
+)
+def test_the_apparmor_tasks_run_only_where_something_differs(stats, link, loadable, pending):
+    assert apparmor.apparmor_pending(stats, AA_PROFILES, AA_DIR, PARSER, link, loadable) is pending

@@ -87,6 +87,7 @@ def test_security_profiles_installs_apparmor_only_where_it_confines_containers(p
             "__security_profiles_apparmor_packages": ["apparmor"],
             "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
             "__security_profiles_apparmor_service": "apparmor",
+            "__security_profiles_apparmor_service_link": "/etc/systemd/system/sysinit.target.wants/apparmor.service",
         }
     else:
         assert data["__security_profiles_apparmor_supported"] is False

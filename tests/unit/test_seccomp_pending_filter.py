@@ -59,13 +59,21 @@ def test_anything_else_is_pending(dir_stat, file_stat):
     assert seccomp.seccomp_profiles_pending(stats(dir_stat, file_stat), PROFILES, [FILE]) is True
 
 
-def test_the_tasks_expression_reads_the_stat_loop():
-    (_stat, install) = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "seccomp.yml").read_text())
+def test_the_roles_expression_reads_the_seccomp_part_of_the_stat_loop():
+    """tasks/main.yml's one stat loop also holds the AppArmor paths: the seccomp verdict reads its own paths only."""
+    tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "main.yml").read_text())
+    install = next(t for t in tasks if t.get("name") == "Install the seccomp profiles")
+    expression = yaml.safe_load((ROOT / "roles" / "security_profiles" / "vars" / "main.yml").read_text())[
+        "__security_profiles_seccomp_pending"
+    ]
     variables = {
-        **install["vars"],
+        "security_profiles_manage_seccomp": True,
+        "__security_profiles_seccomp_pending": expression,
         "__security_profiles_seccomp_profiles": PROFILES,
+        "__security_profiles_seccomp_dirs": [DIR],
         "__security_profiles_seccomp_files": [FILE],
     }
-    for node, pending in ((stats(), False), (stats(None, {"exists": False}), True)):
-        variables["__security_profiles_seccomp_stat"] = {"results": node}
+    apparmor = {"item": "/etc/apparmor.d/fuse", "stat": {"exists": False}}
+    for node, pending in ((stats(), False), (stats(None, {"exists": False}), True), ([*stats(), apparmor], False)):
+        variables["__security_profiles_stat"] = {"results": node}
         assert render_role_value("{{ " + install["when"] + " }}", variables) is pending
