@@ -9,7 +9,7 @@ docker would apply only with a capability or on one architecture becomes a rule 
 That is the one mistake nothing else catches; every other problem of a profile (unknown action,
 wrong type) makes the runtime refuse the container, which the role's test container shows.
 
-The role reads the node once (tasks/seccomp.yml: a stat of each profile directory and file, with checksums): a node
+The role reads the node once (tasks/main.yml: a stat of each profile directory and file, with checksums): a node
 where every directory is root:root 0755 and every profile file root:root 0644 with the content the role writes
 (`to_nice_json(indent=2)` and a newline, tasks/seccomp_install.yml) has nothing to install, and the install tasks
 (with their test container) are skipped as a whole.

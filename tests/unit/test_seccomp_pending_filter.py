@@ -1,7 +1,7 @@
 """plugins/filter/seccomp.py seccomp_profiles_pending: whether security_profiles has seccomp profiles left to install,
-from one stat of the node, which was a Jinja program in tasks/seccomp.yml. The expected answers are what that
-program rendered for the same stats (checked with Ansible's Templar when the filter replaced it); the last test
-renders the task's own expression."""
+from one stat of the node (tasks/main.yml), which was a Jinja program in tasks/seccomp.yml. The expected answers are
+what that program rendered for the same stats (checked with Ansible's Templar when the filter replaced it); the last
+test renders the role's own expression."""
 
 from __future__ import annotations
 
