@@ -282,6 +282,13 @@ options:
     description: Seconds each command may take before its row reports it as failed.
     type: int
     default: 60
+  report_files:
+    description:
+      - Files whose state the module returns in RV(report_files) (the role's validate.txt and validate.json), so
+        that the role rewrites them only when they differ from the new report. Read only, never written.
+    type: list
+    elements: path
+    default: []
 """
 
 EXAMPLES = r"""
@@ -321,7 +328,18 @@ fuse_confinement:
   returned: always
   type: str
   sample: seccomp_only
+report_files:
+  description: Each file of O(report_files) with its SHA-1, octal mode, uid and gid; null for a file that is not there.
+  returned: always
+  type: dict
+  sample:
+    /var/lib/gpu-node-provisioning/validate.txt:
+      {sha1: 2aae6c35c94fcfb415dbe95f408b9ce91ee846ed, mode: "0644", uid: 0, gid: 0}
+    /var/lib/gpu-node-provisioning/validate.json: null
 """
+
+import os
+import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpu_validate_cdi import check_cdi
@@ -481,7 +499,19 @@ ARGUMENT_SPEC = dict(
     gpu_allocation=dict(type="str", choices=["device-plugin", "dra"], required=True),
     dra_device_nodes_unit=dict(type="str", required=True),
     command_timeout=dict(type="int", default=60),
+    report_files=dict(type="list", elements="path", default=[]),
 )
+
+
+def report_file_state(module, path):
+    """{sha1, mode, uid, gid} of the file ``path``, or None where there is no such file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return {"sha1": module.sha1(path), "mode": f"{stat.S_IMODE(st.st_mode):04o}", "uid": st.st_uid, "gid": st.st_gid}
 
 
 def main():
@@ -489,7 +519,9 @@ def main():
     params = dict(module.params)
     for key in ("driver_version", "driver_branch", "toolkit_version"):
         params[key] = params[key] or ""
-    module.exit_json(changed=False, **run_checks(params, Node(timeout=module.params["command_timeout"])))
+    result = run_checks(params, Node(timeout=module.params["command_timeout"]))
+    result["report_files"] = {path: report_file_state(module, path) for path in module.params["report_files"]}
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

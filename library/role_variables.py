@@ -56,7 +56,7 @@ EXAMPLES = r"""
 #     device_mode:
 #       ok: "{{ fuse_device_mode is string and fuse_device_mode is regex('0?[0-7]{3}', match_type='fullmatch') }}"
 #       msg: fuse_device_mode must be a quoted octal mode such as "0666" (got {{ fuse_device_mode }}).
-- name: Check the fuse variables (types, then values) before anything on the node changes
+- name: Check the fuse variables
   role_variables:
     spec: "{{ role_path }}/meta/argument_specs.yml"
     checks: __fuse_variable_checks

@@ -47,6 +47,8 @@ def _controller_files():
 
 # What NVIDIA's runtime is, whatever the entry's name (issue 37)
 _nvidia = _controller_files().load_module_util("nvidia_runtime")
+# The leaves of a parsed config, as containerd's reading check walks them (one walk for both runtimes)
+_leaves = _controller_files().load_module_util("containerd_toml")._reading._leaves
 
 
 def _effective(config_text: str) -> tuple:
@@ -137,16 +139,6 @@ def _parse(text: str, what: str) -> dict:
         return tomlkit.parse(text or "").unwrap()
     except Exception as exc:  # tomlkit raises several error types
         raise AnsibleFilterError(f"{what} is not valid TOML: {exc}") from exc
-
-
-def _leaves(value, path=()):
-    if isinstance(value, Mapping):
-        if not value:
-            yield path, {}
-        for key, item in value.items():
-            yield from _leaves(item, (*path, key))
-    else:
-        yield path, value
 
 
 def _covered(path: tuple, allowed: list) -> bool:

@@ -23,6 +23,10 @@
 `gpu_fleet_results(hosts, hostvars)`
     Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report.
 
+`gpu_fleet_files_pending(files)`
+    Whether the fleet report must be written: ``files`` is a list of {path, content} on the controller; True when
+    one is missing or holds other text (it reads the controller's files: the role rewrites them only then).
+
 `gpu_fleet_family(check)` (used by gpu_fleet_report, not a filter)
     The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, cdi, mig, fabric, fuse,
     security, kubelet),
@@ -187,6 +191,18 @@ def gpu_fleet_results(hosts, hostvars, name: str = "gpu_validate_results") -> li
     return results
 
 
+def gpu_fleet_files_pending(files) -> bool:
+    """Whether one of ``files`` ({path, content}) is missing on the controller or holds other text."""
+    for item in files:
+        try:
+            with open(item["path"], encoding="utf-8", newline="") as handle:
+                if handle.read() != str(item["content"]):
+                    return True
+        except (OSError, UnicodeDecodeError):
+            return True
+    return False
+
+
 class FilterModule:
     """Filters of the doctor's fleet report."""
 
@@ -194,4 +210,5 @@ class FilterModule:
         return {
             "gpu_fleet_report": gpu_fleet_report,
             "gpu_fleet_results": gpu_fleet_results,
+            "gpu_fleet_files_pending": gpu_fleet_files_pending,
         }

@@ -24,6 +24,12 @@ playbooks/upgrade_driver.yml (its batch size), and upgrade_driver.yml's kubectl 
     ``timeout`` and ``delay`` whole seconds (delay > 0, timeout >= delay); ``count`` the GPUs that must be back
     (0: none are asked for, as ``none``). A bad value is refused naming the variable.
 
+`gpu_rollout_wait_script(kubectl, node, wait, resourceslices="resourceslices.v1.resource.k8s.io",
+driver="gpu.nvidia.com")`
+    The bash script of one try of the wait task: it prints ``{"node": <kubectl get node -o json>, "slices": ...}``,
+    the slices being the DRA driver's ResourceSlices of the node where ``wait`` (gpu_rollout_wait's) waits for
+    DRA devices, else ``null``: what gpu_rollout_node_gpus reads. ``kubectl`` is the command line (a list).
+
 `gpu_rollout_node_gpus(result, node, api="device_plugin", resource="nvidia.com/gpu", driver="gpu.nvidia.com",
 count=1)`
     Whether a node is back after its upgrade, from one try of the wait task: ``result`` is its registered result
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Mapping
 
 try:
@@ -240,6 +247,33 @@ def gpu_rollout_node_gpus(
     return state
 
 
+def gpu_rollout_wait_script(
+    kubectl,
+    node: str,
+    wait: Mapping,
+    resourceslices: str = "resourceslices.v1.resource.k8s.io",
+    driver: str = "gpu.nvidia.com",
+) -> str:
+    """The bash script of one try of upgrade_driver.yml's wait: the node, and its ResourceSlices when DRA is awaited."""
+    command = " ".join(shlex.quote(str(arg)) for arg in kubectl)
+    if wait["api"] == "dra" and wait["count"] > 0:
+        selector = shlex.quote(f"spec.nodeName={node},spec.driver={driver}")
+        slices = f"{command} get {shlex.quote(resourceslices)} -o json \\\n  --field-selector {selector}"
+    else:
+        slices = "printf 'null'"
+    return "\n".join(
+        [
+            "set -euo pipefail",
+            "printf '{\"node\": '",
+            f"{command} get node {shlex.quote(node)} -o json",
+            "printf ', \"slices\": '",
+            slices,
+            "printf '}\\n'",
+            "",
+        ]
+    )
+
+
 class FilterModule:
     """Filters of the rollout playbooks."""
 
@@ -249,4 +283,5 @@ class FilterModule:
             "gpu_rollout_kubectl": gpu_rollout_kubectl,
             "gpu_rollout_wait": gpu_rollout_wait,
             "gpu_rollout_node_gpus": gpu_rollout_node_gpus,
+            "gpu_rollout_wait_script": gpu_rollout_wait_script,
         }

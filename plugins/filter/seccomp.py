@@ -2,6 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """`seccomp_docker_keys(profiles)`: the docker-only keys of seccomp profiles, as sentences.
 `seccomp_profiles_pending(stats, profiles, files)`: whether the seccomp profiles are left to install.
+`seccomp_untried(image_result, test_image, host)`: why the profiles are installed without a test container
+(tasks/seccomp_install.yml reports it).
 
 containerd and CRI-O read a Localhost profile into the OCI runtime-spec structure and silently
 drop every key they do not know. Docker's own keys therefore vanish without an error, and a rule
@@ -9,7 +11,7 @@ docker would apply only with a capability or on one architecture becomes a rule 
 That is the one mistake nothing else catches; every other problem of a profile (unknown action,
 wrong type) makes the runtime refuse the container, which the role's test container shows.
 
-The role reads the node once (tasks/seccomp.yml: a stat of each profile directory and file, with checksums): a node
+The role reads the node once (tasks/main.yml: a stat of each profile directory and file, with checksums): a node
 where every directory is root:root 0755 and every profile file root:root 0644 with the content the role writes
 (`to_nice_json(indent=2)` and a newline, tasks/seccomp_install.yml) has nothing to install, and the install tasks
 (with their test container) are skipped as a whole.
@@ -89,8 +91,30 @@ def seccomp_profiles_pending(stats, profiles, files) -> bool:
     return False
 
 
+def seccomp_untried(image_result, test_image: str, host: str) -> str:
+    """Why the seccomp profiles are installed without a test container: no ``test_image`` set, docker not running
+    (``image_result``, the image lookup, skipped), or docker without the image (the lookup's stderr or msg)."""
+    if not test_image:
+        return (
+            "The seccomp profiles are installed without trying them in a container:"
+            " security_profiles_seccomp_test_image is empty. Set it to an image present on the node (it is never"
+            " pulled) to start a container with each profile before it is installed."
+        )
+    result = image_result if isinstance(image_result, Mapping) else {}
+    if result.get("skipped"):
+        why = "docker does not run there"
+    else:
+        said = str(result.get("stderr") or "").strip() or str(result.get("msg") or "")
+        why = f"docker has no image {test_image} there (it is never pulled): {said}"
+    return f"The seccomp profiles are not tried in a container on {host}: {why}."
+
+
 class FilterModule:
     """Seccomp profile filters (see the module docstring)."""
 
     def filters(self):
-        return {"seccomp_docker_keys": seccomp_docker_keys, "seccomp_profiles_pending": seccomp_profiles_pending}
+        return {
+            "seccomp_docker_keys": seccomp_docker_keys,
+            "seccomp_profiles_pending": seccomp_profiles_pending,
+            "seccomp_untried": seccomp_untried,
+        }

@@ -19,6 +19,24 @@ Each check of the role is data, a mapping with four keys:
 `gpu_validate_report(results, host="")`
     The JSON document written to validate.json: host, summary and the checks.
 
+`gpu_validate_failure(results, host="", report_dir="")`
+    The message a node fails with when checks failed: how many, each failed check with its detail and fix,
+    and where the whole table is (roles/gpu_validate/tasks/report.yml).
+
+`gpu_validate_runtimes(node, asked=[])`
+    The container runtimes the doctor checks: ``asked`` (gpu_validate_runtimes) when it names any, else those
+    the node facts found installed, plus an RKE2/k3s agent's containerd (not on PATH, so not among
+    runtimes_installed), which is checked through its own binary, socket and unit; each once, in order.
+
+`gpu_validate_families(check_fuse=True, check_security=True, check_kubelet=True)`
+    The families of checks the node-side module gpu_validate_checks runs, the optional ones as the role's
+    gpu_validate_check_* switches say.
+
+`gpu_validate_files_pending(states, files, mode="0644")`
+    Whether a report file must be written: ``files`` is a list of {path, content}, ``states`` the module's
+    report_files ({path: {sha1, mode, uid, gid} or None}); True when one is missing, has other content, or
+    another mode or owner than ``mode`` and root.
+
 `gpu_validate_userns_missing(node, feature_gates={})` (a function molecule kubelet's test imports, not a filter)
     What this node lacks to run user-namespaced pods (hostUsers: false), one sentence per
     requirement (kernel, user namespace limit, CRI runtime, OCI runtime, kubelet and its
@@ -30,6 +48,7 @@ Everything is a pure function of its arguments; the unit tests call them without
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import sys
 import textwrap
@@ -139,6 +158,64 @@ def gpu_validate_report(results, host: str = "") -> dict:
     return {"host": host, "summary": gpu_validate_summary(checks), "checks": checks}
 
 
+def gpu_validate_failure(results, host: str = "", report_dir: str = "") -> str:
+    """The message of a node whose checks failed: count, each failed check with its detail and fix, the table's file."""
+    failed = [c for c in _checks(results) if c["status"] == "fail"]
+    listed = "; ".join(f"{c['check']}: {c['detail']} (fix: {c['fix'] or EMPTY_FIX})" for c in failed)
+    return (
+        f"{len(failed)} check(s) failed on {host}: {listed}. The table above and {report_dir}/validate.txt show"
+        " every check. gpu_validate_fail_on_error: false reports without failing."
+    )
+
+
+def gpu_validate_files_pending(states, files, mode: str = "0644") -> bool:
+    """Whether one of ``files`` ({path, content}) differs from its state on the node (``states``): write them then."""
+    if not isinstance(states, Mapping):
+        raise AnsibleFilterError(
+            f"gpu_validate_files_pending: the states must be a mapping, got {type(states).__name__}"
+        )
+    for item in files:
+        state = states.get(item["path"])
+        wanted = {
+            "sha1": hashlib.sha1(str(item["content"]).encode("utf-8")).hexdigest(),
+            "mode": mode,
+            "uid": 0,
+            "gid": 0,
+        }
+        if not isinstance(state, Mapping) or any(state.get(key) != value for key, value in wanted.items()):
+            return True
+    return False
+
+
+# The families of the node-side module, in its order; the optional ones follow their switch.
+FAMILIES = ("driver", "toolkit", "docker", "containerd", "crio", "isolation", "doors", "cdi", "mig", "fabric")
+OPTIONAL_FAMILIES = (
+    ("check_fuse", ("fuse", "confinement")),
+    ("check_security", ("security",)),
+    ("check_kubelet", ("kubelet", "dra")),
+)
+
+
+def gpu_validate_families(check_fuse=True, check_security=True, check_kubelet=True) -> list:
+    """The families of checks to run: every fixed one, then those whose switch is on."""
+    switches = {"check_fuse": check_fuse, "check_security": check_security, "check_kubelet": check_kubelet}
+    return list(FAMILIES) + [f for switch, families in OPTIONAL_FAMILIES if switches[switch] for f in families]
+
+
+def gpu_validate_runtimes(node, asked=()) -> list:
+    """The runtimes to check: ``asked`` when it names any, else the node's installed ones and an agent's containerd."""
+    if not isinstance(node, Mapping):
+        raise AnsibleFilterError(f"gpu_validate_runtimes: the node facts must be a mapping, got {type(node).__name__}")
+    if asked:
+        runtimes = list(asked)
+    else:
+        installer = node.get("installer") if isinstance(node.get("installer"), Mapping) else {}
+        containerd = installer.get("containerd") if isinstance(installer.get("containerd"), Mapping) else {}
+        agent = containerd.get("config_regenerated") == "agent start" and bool(containerd.get("binary"))
+        runtimes = list(node.get("runtimes_installed") or []) + (["containerd"] if agent else [])
+    return list(dict.fromkeys(runtimes))
+
+
 # --- the doctor's shared logic (plugins/module_utils/gpu_validate_logic.py, also run on the node) ---------
 
 
@@ -168,4 +245,8 @@ class FilterModule:
             "gpu_validate_table": gpu_validate_table,
             "gpu_validate_summary": gpu_validate_summary,
             "gpu_validate_report": gpu_validate_report,
+            "gpu_validate_failure": gpu_validate_failure,
+            "gpu_validate_files_pending": gpu_validate_files_pending,
+            "gpu_validate_families": gpu_validate_families,
+            "gpu_validate_runtimes": gpu_validate_runtimes,
         }

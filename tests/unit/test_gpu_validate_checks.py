@@ -6,6 +6,8 @@ row a passing case and the failing cases. FakeNode (conftest.py) answers the com
 
 from __future__ import annotations
 
+import hashlib
+import os
 import sys
 
 import pytest
@@ -73,6 +75,28 @@ def test_the_module_returns_the_rows_in_check_mode_too(module_runner, tmp_path):
     result = module_runner(checks, args, check_mode=True)
     assert not result.failed and result.result["changed"] is False
     assert [r["status"] for r in result.result["checks"]] == ["ok", "skipped", "fail"]
+
+
+def test_the_module_returns_the_state_of_the_report_files(module_runner, tmp_path):
+    """The role rewrites validate.txt/json only when one differs (tasks/report.yml): the module reads them."""
+    (tmp_path / "validate.txt").write_text("table\n")
+    (tmp_path / "validate.txt").chmod(0o640)
+    (tmp_path / "a-directory").mkdir()
+    args = {
+        "families": [],
+        "node": NO_GPU,
+        **shared_doctor_params(),
+        "report_files": [str(tmp_path / name) for name in ("validate.txt", "validate.json", "a-directory")],
+    }
+    result = module_runner(checks, args, check_mode=True)
+    files = result.result["report_files"]
+    assert files[str(tmp_path / "validate.txt")] == {
+        "sha1": hashlib.sha1(b"table\n").hexdigest(),
+        "mode": "0640",
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+    }
+    assert files[str(tmp_path / "validate.json")] is None and files[str(tmp_path / "a-directory")] is None
 
 
 # ---- device plugin vs node (issue 25) ------------------------------------------------------------------------

@@ -17,8 +17,7 @@ PREFIX = "__nvidia_container_toolkit_"
 
 RUNTIME_TASKS = [
     "nvidia_container_toolkit : Load the platform data",
-    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables (types, then values) before anything on "
-    "the node changes",
+    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables",
     "nvidia_container_toolkit : Report what the role leaves out on this node",
     "Register the nvidia runtime in the container runtimes",
 ]

@@ -1064,7 +1064,7 @@ def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_d
         "newest driver of the branch."
     ]
     names = [task["name"] for task in MAIN]
-    check = _task(MAIN, "Check the nvidia_driver variables (types, then values) before anything on the node changes")
+    check = _task(MAIN, "Check the nvidia_driver variables")
     assert check["role_variables"]["checks"] == "__nvidia_driver_variable_checks"
     assert names.index(check["name"]) < names.index("Leave the node without an NVIDIA GPU alone")
 

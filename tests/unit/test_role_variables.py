@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES = sorted(path for path in (ROOT / "roles").iterdir() if (path / "meta" / "argument_specs.yml").is_file())
 # gpu_node_facts checks its variables too: gpu_node_facts_gpu_allocation (issue 39) is a choice every role reads
 CHECKED_ROLES = ROLES
-TASK_NAME = "Check the {role} variables (types, then values) before anything on the node changes"
+TASK_NAME = "Check the {role} variables"
 # gpu_node_facts runs in every play (the other roles' dependency), so it has one task there, not two: its facts action
 # (plugins/action/gpu_node_facts.py) runs the role_variables check on its own spec and checks before it reads the node.
 CHECKING_TASKS = {"gpu_node_facts": ("gpu_node_facts", "Check the variables and gather the GPU node facts")}

@@ -1,7 +1,7 @@
 """plugins/filter/seccomp.py seccomp_profiles_pending: whether security_profiles has seccomp profiles left to install,
-from one stat of the node, which was a Jinja program in tasks/seccomp.yml. The expected answers are what that
-program rendered for the same stats (checked with Ansible's Templar when the filter replaced it); the last test
-renders the task's own expression."""
+from one stat of the node (tasks/main.yml), which was a Jinja program in tasks/seccomp.yml. The expected answers are
+what that program rendered for the same stats (checked with Ansible's Templar when the filter replaced it); the last
+test renders the role's own expression."""
 
 from __future__ import annotations
 
@@ -59,13 +59,57 @@ def test_anything_else_is_pending(dir_stat, file_stat):
     assert seccomp.seccomp_profiles_pending(stats(dir_stat, file_stat), PROFILES, [FILE]) is True
 
 
-def test_the_tasks_expression_reads_the_stat_loop():
-    (_stat, install) = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "seccomp.yml").read_text())
+def test_the_roles_expression_reads_the_seccomp_part_of_the_stat_loop():
+    """tasks/main.yml's one stat loop also holds the AppArmor paths: the seccomp verdict reads its own paths only."""
+    tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "main.yml").read_text())
+    install = next(t for t in tasks if t.get("name") == "Install the seccomp profiles")
+    expression = yaml.safe_load((ROOT / "roles" / "security_profiles" / "vars" / "main.yml").read_text())[
+        "__security_profiles_seccomp_pending"
+    ]
     variables = {
-        **install["vars"],
+        "security_profiles_manage_seccomp": True,
+        "__security_profiles_seccomp_pending": expression,
         "__security_profiles_seccomp_profiles": PROFILES,
+        "__security_profiles_seccomp_dirs": [DIR],
         "__security_profiles_seccomp_files": [FILE],
     }
-    for node, pending in ((stats(), False), (stats(None, {"exists": False}), True)):
-        variables["__security_profiles_seccomp_stat"] = {"results": node}
+    apparmor = {"item": "/etc/apparmor.d/fuse", "stat": {"exists": False}}
+    for node, pending in ((stats(), False), (stats(None, {"exists": False}), True), ([*stats(), apparmor], False)):
+        variables["__security_profiles_stat"] = {"results": node}
         assert render_role_value("{{ " + install["when"] + " }}", variables) is pending
+
+
+# --- why the profiles are not tried in a container (seccomp_untried) ----------------------------------------
+
+# The report of tasks/seccomp_install.yml before issue 40 (the YAML value as loaded): a {% if %} program.
+OLD_UNTRIED = (
+    "{% if security_profiles_seccomp_test_image | length == 0 %}The seccomp profiles are installed without trying "
+    "them in a container: security_profiles_seccomp_test_image is empty. Set it to an image present on the node (it "
+    "is never pulled) to start a container with each profile before it is installed.{% else %}The seccomp profiles "
+    "are not tried in a container on {{ inventory_hostname }}: {{ 'docker does not run there' if "
+    "__security_profiles_seccomp_image is skipped else ('docker has no image ' ~ security_profiles_seccomp_test_image "
+    "~ ' there (it is never pulled): ' ~ ((__security_profiles_seccomp_image.stderr | default('') | trim) or "
+    "__security_profiles_seccomp_image.msg | default(''))) }}.{% endif %}"
+)
+
+
+@pytest.mark.parametrize("image", ["", "gpunode-test/busybox:latest"])
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        {"skipped": True, "changed": False},
+        {"rc": 1, "stderr": "Error: No such image: gpunode-test/busybox:latest\n", "msg": "non-zero return code"},
+        {"rc": 1, "stderr": "", "msg": "non-zero return code"},
+        {"rc": 2, "msg": "[Errno 2] No such file or directory: b'docker'"},
+    ],
+)
+def test_the_untried_report_says_what_the_jinja_program_said(image, lookup):
+    tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "seccomp_install.yml").read_text())
+    report = next(t for t in tasks if t.get("name") == "Report that the seccomp profiles are not tried in a container")
+    variables = {
+        "inventory_hostname": "node-1",
+        "security_profiles_seccomp_test_image": image,
+        "__security_profiles_seccomp_image": lookup,
+    }
+    old = render_role_value(OLD_UNTRIED, variables)
+    assert render_role_value(report["ansible.builtin.debug"]["msg"], variables) == old

@@ -126,11 +126,11 @@ RENDERED_SHA256 = {
 }
 
 
-PROFILE_TO_JSON = "_profile | to_nice_json(indent=2) }}\n"  # as tasks/seccomp.yml writes a profile
+PROFILE_TO_JSON = "_profile | to_nice_json(indent=2) }}\n"  # as tasks/seccomp_install.yml writes a profile
 
 
 def test_ansible_renders_each_architectures_profiles_byte_for_byte_as_before(tmp_path):
-    """Ansible itself evaluates vars/main.yml and writes the files the way tasks/seccomp.yml does."""
+    """Ansible itself evaluates vars/main.yml and writes the files the way tasks/seccomp_install.yml does."""
     playbook = tmp_path / "render.yml"
     playbook.write_text(
         yaml.safe_dump(
@@ -447,14 +447,15 @@ def test_template_path_mirrors_the_target():
 
 
 def test_seccomp_install_runs_only_when_a_profile_is_missing_or_differs(tmp_path):
-    """tasks/seccomp.yml stats the profiles and skips seccomp_install.yml as a whole on an unchanged node;
+    """tasks/main.yml stats the profiles and skips seccomp_install.yml as a whole on an unchanged node;
     a missing, edited or re-moded profile brings the install back (and the install makes it right again).
     One ansible-playbook run: install, re-run, then break the files one way at a time and re-run."""
     root = tmp_path / "seccomp"
     profiles = root / "profiles"
     run_role = {
-        "ansible.builtin.include_role": {"name": "security_profiles", "tasks_from": "seccomp.yml"},
+        "ansible.builtin.include_role": {"name": "security_profiles"},
         "vars": {
+            "security_profiles_manage_apparmor": False,
             "security_profiles_seccomp_kubelet_root": str(root),
             "security_profiles_seccomp_docker_dir": "",
             "security_profiles_seccomp_install_nomount": True,
@@ -475,15 +476,16 @@ def test_seccomp_install_runs_only_when_a_profile_is_missing_or_differs(tmp_path
             {"name": f"RUN-{number} after: {what}", **run_role},
         ]
     playbook = tmp_path / "seccomp.yml"
+    # the role's variable check and its platform data read the node's facts
     playbook.write_text(
-        yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}])
+        yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": True, "tasks": tasks}])
     )
     result = run_local_playbook(playbook)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     runs = re.split(r"TASK \[RUN-\d", result.stdout)[1:]
     install_task = "TASK [security_profiles : Install the seccomp profiles for kubelet and docker]"
     assert [install_task in run for run in runs] == [True, False, True, True, True], result.stdout
-    assert "TASK [security_profiles : Look up the installed seccomp profiles]" in runs[1]
+    assert "TASK [security_profiles : Look up the installed profiles]" in runs[1]
     written = (profiles / "fuse.json").read_bytes()
     assert hashlib.sha256(written).hexdigest() == RENDERED_SHA256[(platform_arch(), "fuse")]
     assert (profiles / "fuse-nomount.json").is_file()

@@ -333,3 +333,40 @@ def test_a_resource_the_user_names_is_counted_alone():
         answer(node(allocatable=allocatable)), NODE, resource="nvidia.com/mig-1g.10gb", count=8
     )
     assert state["gpus"] == 7 and state["missing"] == "allocatable nvidia.com/mig-1g.10gb 7, 8 wanted"
+
+
+# The wait task's script as a Jinja program before issue 40 (the YAML value as loaded), kept to prove the filter
+# gpu_rollout_wait_script renders the same script on the same inputs.
+OLD_WAIT_SCRIPT = (
+    "set -euo pipefail\nprintf '{\"node\": '\n{{ __upgrade_driver_kubectl | map('quote') | join(' ') }} get node "
+    "{{ __upgrade_driver_node | quote }} -o json\nprintf ', \"slices\": '\n{% if __upgrade_driver_wait.api == 'dra' "
+    "and __upgrade_driver_wait.count > 0 %}\n{{ __upgrade_driver_kubectl | map('quote') | join(' ') }} get "
+    "{{ __upgrade_driver_resourceslices | quote }} -o json \\\n  --field-selector {{ ('spec.nodeName=' ~ "
+    "__upgrade_driver_node ~ ',spec.driver=' ~ __upgrade_driver_dra_driver) | quote }}\n{% else %}\nprintf 'null'\n"
+    "{% endif %}\nprintf '}\\n'\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("api", "count"), [("dra", 2), ("dra", 0), ("device_plugin", 1), ("device_plugin", 0), ("none", 0)]
+)
+@pytest.mark.parametrize(
+    ("kubectl", "node_name"),
+    [
+        (["kubectl", "--kubeconfig", "/etc/kubernetes/admin.conf"], NODE),
+        (["/var/lib/rancher/rke2/bin/kubectl", "--kubeconfig", "/etc/my cluster/it's.yaml"], "node with space"),
+    ],
+)
+def test_the_wait_script_is_the_one_the_jinja_program_rendered(api, count, kubectl, node_name):
+    from conftest import render_role_value
+
+    variables = {
+        "__upgrade_driver_kubectl": kubectl,
+        "__upgrade_driver_node": node_name,
+        "__upgrade_driver_wait": {"api": api, "count": count},
+        "__upgrade_driver_resourceslices": "resourceslices.v1.resource.k8s.io",
+        "__upgrade_driver_dra_driver": "gpu.nvidia.com",
+    }
+    task = yaml.safe_load((ROOT / "playbooks" / "tasks" / "upgrade_driver_wait.yml").read_text())[0]
+    new = render_role_value(task["ansible.builtin.shell"]["cmd"], variables)
+    assert new == render_role_value(OLD_WAIT_SCRIPT, variables)

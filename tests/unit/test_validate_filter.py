@@ -152,6 +152,10 @@ def test_filter_module_exposes_every_filter():
         "gpu_validate_table",
         "gpu_validate_summary",
         "gpu_validate_report",
+        "gpu_validate_failure",
+        "gpu_validate_files_pending",
+        "gpu_validate_families",
+        "gpu_validate_runtimes",
     }
 
 

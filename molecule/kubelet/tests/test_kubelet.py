@@ -311,7 +311,7 @@ def _playbook(host, extra_vars: dict, *args: str) -> subprocess.CompletedProcess
     return run
 
 
-ROLE_CHECK = "kubelet : Check the kubelet variables (types, then values) before anything on the node changes"
+ROLE_CHECK = "kubelet : Check the kubelet variables"
 ARG_TYPES = ROLE_CHECK  # the one check (role_variables): the types and choices first, then the values
 
 

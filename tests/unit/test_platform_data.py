@@ -1,0 +1,94 @@
+"""The platform data of gpu_validate and security_profiles (issue 40): each role loads vars/<platform>.yml with the
+one mechanism (tasks/set_vars.yml, the first found of gpu_node_facts' __gpu_node_facts_platform_files), and each
+platform gets its values."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import ROOT, render_role_value
+
+NAMES = yaml.safe_load((ROOT / "roles/gpu_node_facts/vars/main.yml").read_text())["__gpu_node_facts_platform_files"]
+SET_VARS = [
+    {
+        "name": "Load the platform data",
+        "ansible.builtin.include_vars": "{{ lookup('ansible.builtin.first_found', __gpu_node_facts_platform_files) }}",
+    }
+]
+# (distribution, version, os_family): what Ansible reports on each
+PLATFORMS = {
+    "debian12": ("Debian", "12", "Debian"),
+    "debian13": ("Debian", "13", "Debian"),
+    "ubuntu2204": ("Ubuntu", "22.04", "Debian"),
+    "ubuntu2404": ("Ubuntu", "24.04", "Debian"),
+    "rhel9": ("RedHat", "9.6", "RedHat"),
+    "rocky9": ("Rocky", "9.6", "RedHat"),
+    "alma10": ("AlmaLinux", "10.0", "RedHat"),
+    "arch": ("Archlinux", "rolling", "Archlinux"),
+}
+DEBIAN_FAMILY = {"debian12", "debian13", "ubuntu2204", "ubuntu2404"}
+REDHAT_FAMILY = {"rhel9", "rocky9", "alma10"}
+
+
+def platform_data(role: str, platform: str) -> dict:
+    """The values tasks/set_vars.yml loads for ``role`` on ``platform``: the first of the names that exists."""
+    distribution, version, family = PLATFORMS[platform]
+    facts = {
+        "distribution": distribution,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+    }
+    variables = {"ansible_facts": facts, "role_path": str(ROOT / "roles" / role)}
+    files = render_role_value("{{ names.files }}", {**variables, "names": NAMES})
+    (directory,) = render_role_value("{{ names.paths }}", {**variables, "names": NAMES})
+    found = next(f"{directory}/{name}" for name in files if (ROOT / "roles" / role / "vars" / name).is_file())
+    return yaml.safe_load(open(found).read())
+
+
+@pytest.mark.parametrize("role", ["gpu_validate", "security_profiles"])
+def test_the_role_loads_its_platform_data_the_one_way(role):
+    assert yaml.safe_load((ROOT / "roles" / role / "tasks" / "set_vars.yml").read_text()) == SET_VARS
+    # every platform file sets the same names, so no value of another platform is left over
+    keys = {p.name: set(yaml.safe_load(p.read_text())) for p in (ROOT / "roles" / role / "vars").glob("*.yml")}
+    keys.pop("main.yml")
+    assert len(set(map(frozenset, keys.values()))) == 1, keys
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_doctor_reads_packages_apparmor_and_the_kubelet_env_file_of_the_platform(platform):
+    data = platform_data("gpu_validate", platform)
+    if platform in DEBIAN_FAMILY:
+        assert data == {
+            "__gpu_validate_package_version_argv": ["dpkg-query", "--show", "--showformat=${Version}"],
+            "__gpu_validate_apparmor_os": True,
+            "__gpu_validate_kubelet_env_file_default": "/etc/default/kubelet",
+        }
+    elif platform in REDHAT_FAMILY:
+        assert data == {
+            "__gpu_validate_package_version_argv": ["rpm", "--query", "--queryformat", "%{VERSION}-%{RELEASE}"],
+            "__gpu_validate_apparmor_os": False,
+            "__gpu_validate_kubelet_env_file_default": "/etc/sysconfig/kubelet",
+        }
+    else:
+        assert data == {
+            "__gpu_validate_package_version_argv": [],
+            "__gpu_validate_apparmor_os": False,
+            "__gpu_validate_kubelet_env_file_default": "/etc/default/kubelet",
+        }
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_security_profiles_installs_apparmor_only_where_it_confines_containers(platform):
+    data = platform_data("security_profiles", platform)
+    if platform in DEBIAN_FAMILY:
+        assert data == {
+            "__security_profiles_apparmor_supported": True,
+            "__security_profiles_apparmor_packages": ["apparmor"],
+            "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
+            "__security_profiles_apparmor_service": "apparmor",
+            "__security_profiles_apparmor_service_link": "/etc/systemd/system/sysinit.target.wants/apparmor.service",
+        }
+    else:
+        assert data["__security_profiles_apparmor_supported"] is False
+        assert data["__security_profiles_apparmor_packages"] == []
