@@ -16,13 +16,19 @@ import re
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from jinja2 import Environment
-from jinja2.filters import do_truncate
 
 # Journal lines that say why a runtime failed, and systemd's own lines about the unit, which do not.
 _ERROR_LINE = re.compile(r"(?i)level=(fatal|error)|unable to|failed to|error:")
 _SYSTEMD_LINE = re.compile(r"^(Failed to start|Stopped|Started|Starting|Stopping|[a-z.-]+\.service:)")
-_ENV = Environment()
+
+
+def _truncate(text, length=300, end="...", leeway=5):
+    """Jinja's `truncate` filter with its defaults (at a word boundary, 5 characters of leeway), which the old
+    template used: the text whole when it is at most length + leeway long, else cut before the last word that ends
+    before length - len(end), and end appended."""
+    if len(text) <= length + leeway:
+        return text
+    return text[: length - len(end)].rsplit(" ", 1)[0] + end
 
 
 def runtime_config_notes(state, targets, name, set_as_default, containerd_result, docker_file, containerd_file):
@@ -101,7 +107,7 @@ def runtime_config_failure_reason(failed_result, journal_lines=None) -> str:
     failed_result = failed_result or {}
     first = next(iter(str(failed_result.get("msg", "")).splitlines()), "")
     errors = [line for line in (journal_lines or []) if _ERROR_LINE.search(line) and not _SYSTEMD_LINE.search(line)]
-    log = ("its log says: " + do_truncate(_ENV, errors[-1], 300)) if errors else ""
+    log = ("its log says: " + _truncate(errors[-1])) if errors else ""
     text = f"{first} {failed_result.get('stderr', '')}"
     # the Jinja this replaces joined the log's line to stderr with no space ("...did not loadits log says")
     return f"{text.rstrip()} {log}" if log else text
