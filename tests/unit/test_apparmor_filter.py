@@ -98,7 +98,7 @@ def test_a_missing_parser_says_how_to_get_it_or_turn_apparmor_off():
 # The two reports of the role before issue 40 (the YAML values as loaded): the unconfined FUSE pods (tasks/checks.yml)
 # and the AppArmor part's (tasks/apparmor.yml, a {% if %} program); one task reports both now (tasks/main.yml).
 OLD_UNCONFINED = (
-    "{{ inventory_hostname }}: {{ 'the kernel has no AppArmor' if __security_profiles_apparmor_supported | bool else "
+    "{{ inventory_hostname }}: {{ 'the kernel has no AppArmor' if __gpu_node_facts_apparmor_os | bool else "
     "ansible_facts.distribution ~ ' has no AppArmor' }}, so FUSE pods with CAP_SYS_ADMIN are NOT confined here: the "
     "seccomp profile {{ security_profiles_seccomp_profile_name }}.json cannot see a mount's file system type or path, "
     "and such a pod can unmount /proc/sys and write host-wide kernel settings. Run FUSE pods in user namespaces "
@@ -108,7 +108,7 @@ OLD_UNCONFINED = (
 )
 OLD_UNCONFINED_WHEN = "not __security_profiles_apparmor_loadable | bool"
 OLD_UNLOADED = (
-    "{% if not __security_profiles_apparmor_supported | bool %}{{ ansible_facts.distribution }} "
+    "{% if not __gpu_node_facts_apparmor_os | bool %}{{ ansible_facts.distribution }} "
     "{{ ansible_facts.distribution_major_version }} has no AppArmor (containers are confined by SELinux there): no "
     "AppArmor profile is installed on {{ inventory_hostname }}. Pods scheduled on it must not set "
     "securityContext.appArmorProfile.{% elif ansible_check_mode and __security_profiles_apparmor_tools is changed "
@@ -123,7 +123,7 @@ OLD_UNLOADED = (
     "{% endif %}"
 )
 OLD_UNLOADED_WHEN = (
-    "not __security_profiles_apparmor_supported | bool or (ansible_check_mode and __security_profiles_apparmor_tools "
+    "not __gpu_node_facts_apparmor_os | bool or (ansible_check_mode and __security_profiles_apparmor_tools "
     "is changed) or not __security_profiles_apparmor_loadable | bool"
 )
 
@@ -151,7 +151,7 @@ def test_the_report_says_what_the_two_old_reports_said(supported, loadable, chec
         },
         "security_profiles_manage_apparmor": True,
         "security_profiles_seccomp_profile_name": "fuse",
-        "__security_profiles_apparmor_supported": supported,
+        "__gpu_node_facts_apparmor_os": supported,
         "__security_profiles_apparmor_loadable": loadable,
         # the old tasks read the tools' install; the task now reads the stat of apparmor_parser (installed by it)
         "__security_profiles_apparmor_tools": {"changed": tools_changed},

@@ -50,8 +50,8 @@ PLAY = """
         __gpu_validate_families: [confinement]
         # the Debian platform data (vars/Debian.yml), which tasks/set_vars.yml loads in a run of the role
         __gpu_validate_package_version_argv: [dpkg-query, --show, "--showformat=${{Version}}"]
-        __gpu_validate_apparmor_os: true
-        __gpu_validate_kubelet_env_file_default: /etc/default/kubelet
+        __gpu_node_facts_apparmor_os: true
+        __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         __gpu_validate_apparmor_profiles_file: "{tmp}/apparmor-profiles"
         gpu_validate_seccomp_root: "{tmp}/seccomp"
         gpu_validate_kubelet_config_dir: "{tmp}/kubelet-{name}"
@@ -154,8 +154,8 @@ ISOLATION_PLAY = """
       vars:
         __gpu_validate_families: [isolation]
         __gpu_validate_package_version_argv: []
-        __gpu_validate_apparmor_os: true
-        __gpu_validate_kubelet_env_file_default: /etc/default/kubelet
+        __gpu_node_facts_apparmor_os: true
+        __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         gpu_validate_test_image: gpunode-test/busybox:latest
     - name: Write the result
       ansible.builtin.copy:
@@ -252,8 +252,8 @@ CONTAINERD_PLAY = """
       vars:
         __gpu_validate_families: [containerd, isolation]
         __gpu_validate_package_version_argv: []
-        __gpu_validate_apparmor_os: true
-        __gpu_validate_kubelet_env_file_default: /etc/default/kubelet
+        __gpu_node_facts_apparmor_os: true
+        __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         gpu_validate_containerd_test_image: docker.io/library/busybox:latest
         gpu_validate_containerd_run_options: [--cpu-shares, "0"]
     - name: Write the result

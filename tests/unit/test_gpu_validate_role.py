@@ -149,8 +149,8 @@ PLAYBOOK = """
       vars:
         __gpu_validate_families: "{{ step[1] }}"
         __gpu_validate_package_version_argv: [dpkg-query, --show, "--showformat=${Version}"]
-        __gpu_validate_apparmor_os: true
-        __gpu_validate_kubelet_env_file_default: /etc/default/kubelet
+        __gpu_node_facts_apparmor_os: true
+        __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"
         __gpu_validate_containerd_config: "{{ tmp }}/root-{{ scen }}/etc/containerd/config.toml"
         __gpu_validate_apparmor_profiles_file: "{{ tmp }}/apparmor-profiles"

@@ -12,7 +12,7 @@ ROLE = ROOT / "roles" / "kubelet"
 FILES = yaml.safe_load((ROOT / "roles/gpu_node_facts/vars/main.yml").read_text())["__gpu_node_facts_platform_files"]
 
 
-def _platform_data(distribution: str, version: str, family: str) -> dict:
+def _platform_data(distribution: str, version: str, family: str, role: str = "kubelet") -> dict:
     facts = {
         "distribution": distribution,
         "distribution_version": version,
@@ -20,8 +20,9 @@ def _platform_data(distribution: str, version: str, family: str) -> dict:
         "os_family": family,
     }
     names = [render_role_value(name, {"ansible_facts": facts}) for name in FILES["files"]]
-    found = next(name for name in names if (ROLE / "vars" / name).is_file())
-    return yaml.safe_load((ROLE / "vars" / found).read_text())
+    vars_dir = ROOT / "roles" / role / "vars"
+    found = next(name for name in names if (vars_dir / name).is_file())
+    return yaml.safe_load((vars_dir / found).read_text())
 
 
 @pytest.mark.parametrize(
@@ -36,7 +37,10 @@ def _platform_data(distribution: str, version: str, family: str) -> dict:
 )
 def test_each_platform_gets_its_env_file_and_getsubids_package(distribution, version, family, env_file, package):
     data = _platform_data(distribution, version, family)
-    assert data == {"__kubelet_env_file_default": env_file, "__kubelet_getsubids_package": package}
+    assert data == {"__kubelet_getsubids_package": package}
+    # the env file default is shared with the doctor: gpu_node_facts' platform data
+    data.update(_platform_data(distribution, version, family, "gpu_node_facts"))
+    assert data["__gpu_node_facts_kubelet_env_file_default"] == env_file
     variables = {"kubelet_env_file": "", **data}
     path = yaml.safe_load((ROLE / "vars/main.yml").read_text())["__kubelet_env_file_path"]
     assert render_role_value(path, variables) == env_file

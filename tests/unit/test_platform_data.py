@@ -46,7 +46,7 @@ def platform_data(role: str, platform: str) -> dict:
     return yaml.safe_load(open(found).read())
 
 
-@pytest.mark.parametrize("role", ["gpu_validate", "security_profiles"])
+@pytest.mark.parametrize("role", ["gpu_validate", "security_profiles", "gpu_node_facts"])
 def test_the_role_loads_its_platform_data_the_one_way(role):
     assert yaml.safe_load((ROOT / "roles" / role / "tasks" / "set_vars.yml").read_text()) == SET_VARS
     # every platform file sets the same names, so no value of another platform is left over
@@ -61,20 +61,14 @@ def test_the_doctor_reads_packages_apparmor_and_the_kubelet_env_file_of_the_plat
     if platform in DEBIAN_FAMILY:
         assert data == {
             "__gpu_validate_package_version_argv": ["dpkg-query", "--show", "--showformat=${Version}"],
-            "__gpu_validate_apparmor_os": True,
-            "__gpu_validate_kubelet_env_file_default": "/etc/default/kubelet",
         }
     elif platform in REDHAT_FAMILY:
         assert data == {
             "__gpu_validate_package_version_argv": ["rpm", "--query", "--queryformat", "%{VERSION}-%{RELEASE}"],
-            "__gpu_validate_apparmor_os": False,
-            "__gpu_validate_kubelet_env_file_default": "/etc/sysconfig/kubelet",
         }
     else:
         assert data == {
             "__gpu_validate_package_version_argv": [],
-            "__gpu_validate_apparmor_os": False,
-            "__gpu_validate_kubelet_env_file_default": "/etc/default/kubelet",
         }
 
 
@@ -83,12 +77,24 @@ def test_security_profiles_installs_apparmor_only_where_it_confines_containers(p
     data = platform_data("security_profiles", platform)
     if platform in DEBIAN_FAMILY:
         assert data == {
-            "__security_profiles_apparmor_supported": True,
             "__security_profiles_apparmor_packages": ["apparmor"],
             "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
             "__security_profiles_apparmor_service": "apparmor",
             "__security_profiles_apparmor_service_link": "/etc/systemd/system/sysinit.target.wants/apparmor.service",
         }
     else:
-        assert data["__security_profiles_apparmor_supported"] is False
         assert data["__security_profiles_apparmor_packages"] == []
+
+
+@pytest.mark.parametrize("platform", PLATFORMS)
+def test_the_shared_platform_values_apparmor_and_the_kubelet_env_file(platform):
+    """Written once, in gpu_node_facts' platform files: the kubelet role, security_profiles and the doctor read them."""
+    data = platform_data("gpu_node_facts", platform)
+    assert data == {
+        "__gpu_node_facts_apparmor_os": platform in DEBIAN_FAMILY,
+        "__gpu_node_facts_kubelet_env_file_default": (
+            "/etc/sysconfig/kubelet" if platform in REDHAT_FAMILY else "/etc/default/kubelet"
+        ),
+    }
+    for role in ("kubelet", "gpu_validate", "security_profiles"):
+        assert not set(data) & set(platform_data(role, platform)), role

@@ -80,8 +80,8 @@ PLAY = """
         __gpu_validate_families: [containerd]
         # the Debian platform data (vars/Debian.yml), which tasks/set_vars.yml loads in a run of the role
         __gpu_validate_package_version_argv: [dpkg-query, --show, "--showformat=${{Version}}"]
-        __gpu_validate_apparmor_os: true
-        __gpu_validate_kubelet_env_file_default: /etc/default/kubelet
+        __gpu_node_facts_apparmor_os: true
+        __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
     - name: Write the result
       ansible.builtin.copy:
         content: "{{{{ gpu_validate_results | to_json }}}}"

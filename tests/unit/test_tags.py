@@ -140,7 +140,7 @@ def test_ansible_adds_no_argument_validation_to_any_role():
     validation, a second and looser type check, is not prepended (the argument specs have no `main` entry point)."""
     tasks = list_tasks()
     assert [t for t in tasks if t["name"].startswith(ARG_SPEC_TASK)] == []
-    checks = {t["role"] for t in tasks if t["name"].startswith("Check the ") and "variables (types, " in t["name"]}
+    checks = {t["role"] for t in tasks if t["name"] == f"Check the {t['role']} variables"}
     # gpu_node_facts (tagged always) checks its one choice too, gpu_node_facts_gpu_allocation (issue 39), in its facts
     # task (its action runs the role_variables check: one task per play)
     checks |= {t["role"] for t in tasks if t["name"] == "Check the variables and gather the GPU node facts"}
