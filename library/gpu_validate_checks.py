@@ -333,9 +333,9 @@ report_files:
   returned: always
   type: dict
   sample:
-    /var/lib/gpu-node-provisioning/validate.txt:
+    /srv/reports/validate.txt:
       {sha1: 2aae6c35c94fcfb415dbe95f408b9ce91ee846ed, mode: "0644", uid: 0, gid: 0}
-    /var/lib/gpu-node-provisioning/validate.json: null
+    /srv/reports/validate.json: null
 """
 
 import os
