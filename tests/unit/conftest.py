@@ -83,6 +83,24 @@ def render_role_value(expression: str, variables: dict):
     return templar.template(trust_as_template(expression))
 
 
+def platform_file(role: str, distribution: str, version: str, family: str) -> Path:
+    """The vars file a role's tasks/set_vars.yml loads on a node with these facts: the first of gpu_node_facts'
+    __gpu_node_facts_platform_files found in the role's vars/."""
+    import yaml
+
+    facts = {
+        "distribution": distribution,
+        "distribution_version": version,
+        "distribution_major_version": version.split(".")[0],
+        "os_family": family,
+    }
+    shared = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml").read_text())
+    variables = {**shared, "ansible_facts": facts, "role_path": str(ROOT / "roles" / role)}
+    names = render_role_value("{{ __gpu_node_facts_platform_files.files }}", variables)
+    (directory,) = render_role_value("{{ __gpu_node_facts_platform_files.paths }}", variables)
+    return next(Path(directory) / name for name in names if (Path(directory) / name).is_file())
+
+
 def documented_options(module) -> dict:
     """A module's options as ansible-doc shows them: its own, over those of the project's doc fragment."""
     import yaml

@@ -6,23 +6,13 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import ROOT, render_role_value
+from conftest import ROOT, platform_file, render_role_value
 
 ROLE = ROOT / "roles" / "kubelet"
-FILES = yaml.safe_load((ROOT / "roles/gpu_node_facts/vars/main.yml").read_text())["__gpu_node_facts_platform_files"]
 
 
 def _platform_data(distribution: str, version: str, family: str, role: str = "kubelet") -> dict:
-    facts = {
-        "distribution": distribution,
-        "distribution_version": version,
-        "distribution_major_version": version.split(".")[0],
-        "os_family": family,
-    }
-    names = [render_role_value(name, {"ansible_facts": facts}) for name in FILES["files"]]
-    vars_dir = ROOT / "roles" / role / "vars"
-    found = next(name for name in names if (vars_dir / name).is_file())
-    return yaml.safe_load((vars_dir / found).read_text())
+    return yaml.safe_load(platform_file(role, distribution, version, family).read_text())
 
 
 @pytest.mark.parametrize(

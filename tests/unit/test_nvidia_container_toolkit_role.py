@@ -178,15 +178,6 @@ PLATFORM_DATA = {
 }
 
 
-def _platform_file(facts: dict) -> str:
-    """The file name set_vars.yml loads for these facts: the first of the shared list found in the role's vars/."""
-    from conftest import render_role_value
-
-    shared = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml").read_text())
-    names = render_role_value("{{ __gpu_node_facts_platform_files.files }}", {**shared, "ansible_facts": facts})
-    return next(name for name in names if (ROLE / "vars" / name).is_file())
-
-
 # (distribution, its version, os_family) -> the platform file the role loads
 PLATFORMS = [
     (("Debian", "12.7", "Debian"), "Debian"),
@@ -200,14 +191,9 @@ PLATFORMS = [
 
 @pytest.mark.parametrize(("node", "platform"), PLATFORMS)
 def test_each_platform_loads_its_data_and_an_unsupported_one_the_default(node, platform):
-    distribution, version, family = node
-    facts = {
-        "distribution": distribution,
-        "distribution_version": version,
-        "distribution_major_version": version.split(".")[0],
-        "os_family": family,
-    }
-    assert _platform_file(facts) == f"{platform}.yml"
+    from conftest import platform_file
+
+    assert platform_file(ROLE.name, *node).name == f"{platform}.yml"
     data = yaml.safe_load((ROLE / "vars" / f"{platform}.yml").read_text())
     assert data == {f"{PREFIX}{key}": value for key, value in PLATFORM_DATA[platform].items()}
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import ROOT, render_role_value
+from conftest import ROOT, platform_file
 
-NAMES = yaml.safe_load((ROOT / "roles/gpu_node_facts/vars/main.yml").read_text())["__gpu_node_facts_platform_files"]
 SET_VARS = [
     {
         "name": "Load the platform data",
@@ -32,18 +31,7 @@ REDHAT_FAMILY = {"rhel9", "rocky9", "alma10"}
 
 def platform_data(role: str, platform: str) -> dict:
     """The values tasks/set_vars.yml loads for ``role`` on ``platform``: the first of the names that exists."""
-    distribution, version, family = PLATFORMS[platform]
-    facts = {
-        "distribution": distribution,
-        "distribution_version": version,
-        "distribution_major_version": version.split(".")[0],
-        "os_family": family,
-    }
-    variables = {"ansible_facts": facts, "role_path": str(ROOT / "roles" / role)}
-    files = render_role_value("{{ names.files }}", {**variables, "names": NAMES})
-    (directory,) = render_role_value("{{ names.paths }}", {**variables, "names": NAMES})
-    found = next(f"{directory}/{name}" for name in files if (ROOT / "roles" / role / "vars" / name).is_file())
-    return yaml.safe_load(open(found).read())
+    return yaml.safe_load(platform_file(role, *PLATFORMS[platform]).read_text())
 
 
 @pytest.mark.parametrize("role", ["gpu_validate", "security_profiles", "gpu_node_facts"])
