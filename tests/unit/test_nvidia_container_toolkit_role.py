@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.stdin_feed import fed_run
+
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
@@ -300,14 +302,9 @@ def test_the_repository_chain_is_skipped_only_for_the_pinned_valid_key_and_the_f
         os.chown(source, 65534, 0)
     if case == "keyring missing":
         keyring.unlink()
-    result = subprocess.run(
-        ["/bin/bash", "-c", _node_read_script(keyring, source, fingerprint.upper())],
-        input=source_text,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = fed_run(["/bin/bash", "-c", _node_read_script(keyring, source, fingerprint.upper())], source_text.encode())
     assert result.returncode == 0, result.stderr
+    assert result.unread == 0, (case, "the read must take all of its stdin, on every path (EPIPE otherwise)")
     assert result.stdout.splitlines()[0] == expected, (case, result.stdout, result.stderr)
 
 

@@ -6,12 +6,13 @@ on PATH (the real ones need a GPU driver and a running systemd)."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import render_role_value
+
+from tests.stdin_feed import fed_run
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_container_toolkit"
@@ -77,9 +78,9 @@ def node(tmp_path):
             "ENABLED": " ".join(enabled),
             "ACTIVE": " ".join(active),
         }
-        done = subprocess.run(["/bin/bash", "-c", script], input=DROPIN, env=env, capture_output=True, text=True,
-                              check=False)  # fmt: skip
+        done = fed_run(["/bin/bash", "-c", script], DROPIN.encode(), env=env)
         assert done.returncode == 0, done.stderr
+        assert done.unread == 0, "the read must take all of its stdin, on every path (EPIPE otherwise)"
         lines = done.stdout.splitlines()
         if not lines:
             return None
