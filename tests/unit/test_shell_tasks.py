@@ -7,6 +7,10 @@ roles/ that collects values with `$( ... )` therefore runs bash with `set -euo p
 module gpu_validate_checks; the second test keeps what the script guaranteed: when `systemctl show
 containerd` fails, the doctor says the check failed, instead of reporting a start time that is merely
 "unknown".
+
+Two more rules hold for every script of roles/ and playbooks/ (docs/architecture.md, "Rules that keep this shape"):
+a task fed on `stdin:` reads all of it first, on every path (issue 52: Ansible's late write of stdin failed with
+EPIPE); and no script pipes into a reader that stops early, polls in a shell loop, or waits without a bound.
 """
 
 from __future__ import annotations
