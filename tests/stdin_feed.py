@@ -8,8 +8,9 @@ ways to see it here, neither hoping for a race:
 - `fed_run(..., delayed=False)`: the whole input is in the pipe before the script starts (the pipe is made big
   enough), the write end closed; when the script has exited, FIONREAD on the pipe counts the bytes it never read.
 - `fed_run(..., delayed=True)`: the writer holds the input back until the script has exited or one of its processes
-  waits in read(2) on that pipe (/proc/<pid>/syscall), then writes: a script that exits without reading fails the
-  write with EPIPE, every time, as Ansible's late write does.
+  waits in read(2) on that pipe (/proc/<pid>/syscall; a fixed delay where /proc cannot tell), then writes: a
+  script that exits without reading fails the write with EPIPE, every time, as Ansible's late write does. (A
+  script that reads part and stops, as `cmp -s -` does, is seen by the count of the first way.)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 # read(2)'s number in /proc/<pid>/syscall (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h)
 _READ = {"x86_64": "0", "aarch64": "63"}.get(platform.machine())
 _PIPE_SIZE = 1 << 20  # fs/pipe.c: pipe_max_size, 1 MiB by default
+_FALLBACK_DELAY = 0.2
 
 
 @dataclass
@@ -50,14 +52,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _waits_in_read(pid: int, pipe: str) -> bool:
-    """Some process of the script's tree waits in read(2) on fd 0, and fd 0 is the pipe."""
+def _waits_in_read(pid: int, pipe: str) -> bool | None:
+    """Some process of the script's tree waits in read(2) on fd 0, and fd 0 is the pipe; None where /proc cannot
+    tell (another architecture, or no ptrace access to /proc/<pid>/syscall)."""
+    if _READ is None:
+        return None
     for process in _children(pid):
         try:
             if os.readlink(f"/proc/{process}/fd/0") != pipe:
                 continue
             with open(f"/proc/{process}/syscall") as syscall:
                 fields = syscall.read().split()
+        except PermissionError:
+            return None
         except OSError:
             continue
         if len(fields) > 1 and fields[0] == _READ and int(fields[1], 16) == 0:
@@ -89,7 +96,12 @@ def fed_run(argv, data: bytes, env=None, cwd=None, delayed: bool = False, wait: 
             os.close(keep)  # the script's processes hold the only read ends, as under Ansible
             keep = -1
             deadline = time.monotonic() + wait
-            while proc.poll() is None and not _waits_in_read(proc.pid, pipe) and time.monotonic() < deadline:
+            while proc.poll() is None and time.monotonic() < deadline:
+                waits = _waits_in_read(proc.pid, pipe)
+                if waits:
+                    break
+                if waits is None:  # /proc cannot tell: a fixed delay, which still fails a script that exits at once
+                    deadline = min(deadline, time.monotonic() + _FALLBACK_DELAY)
                 time.sleep(0.001)
             try:
                 _write_all(write_end, data)
