@@ -361,13 +361,14 @@ def check_effective(path: str, plan: dict, request: Request) -> None:
     if effective_entry is not None and effective_binary != file_binary:
         others = imported_nvidia_entries(plan, exclude=name)
         also = (
-            f" {where} also registers NVIDIA's runtime as {others}: every such entry is NVIDIA's runtime, and the one"
-            " this project does not rebind keeps reading its own toolkit config (the GPU Operator's wrappers read"
-            " /usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml, which accepts"
-            " NVIDIA_VISIBLE_DEVICES from unprivileged containers). Remove them all from that file (with the RuntimeClasses that name them;"
-            " on a GPU Operator node disable its toolkit first, ClusterPolicy spec.toolkit.enabled: false, or it writes"
-            " them back), or keep them and give their config accept-nvidia-visible-devices-envvar-when-unprivileged ="
-            " false (ClusterPolicy spec.toolkit.env ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=false)."
+            f" {where} also registers NVIDIA's runtime as {others}: every such entry is NVIDIA's runtime, and the"
+            " one this project does not rebind keeps reading its own toolkit config (the GPU Operator's wrappers"
+            " read /usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml, which accepts"
+            " NVIDIA_VISIBLE_DEVICES from unprivileged containers). Remove them all from that file (with the"
+            " RuntimeClasses that name them; on a GPU Operator node disable its toolkit first, ClusterPolicy"
+            " spec.toolkit.enabled: false, or it writes them back), or keep them and give their config"
+            " accept-nvidia-visible-devices-envvar-when-unprivileged = false (ClusterPolicy spec.toolkit.env"
+            " ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=false)."
             if others
             else ""
         )
