@@ -398,7 +398,7 @@ ansible_facts:
             devices in their environment) or hold an open C(/dev/nvidia<N>), each with C(pid), C(comm),
             C(visible_devices) and C(open_devices); C(privileged) (C(CAP_SYS_ADMIN) in its bounding set, which NVIDIA's
             runtime calls privileged), C(container) (a mount namespace of its own) and C(by_envvar) (an unprivileged
-            container whose C(NVIDIA_VISIBLE_DEVICES) names devices and that has NVIDIA device nodes: what it loses
+            container whose C(NVIDIA_VISIBLE_DEVICES) names devices and that has NVIDIA device nodes, what it loses
             when the config of its NVIDIA runtime refuses that variable from unprivileged containers).
           type: list
           elements: dict
@@ -407,13 +407,13 @@ ansible_facts:
         nvidia_runtimes:
           description:
             - Every entry of docker, containerd and CRI-O whose binary is NVIDIA's runtime, whatever its name, with
-              the toolkit config its runtime really reads (plugins/module_utils/nvidia_runtime.py config_read_by): a
+              the toolkit config its runtime really reads (plugins/module_utils/nvidia_runtime.py config_read_by), a
               wrapper script's C(NVIDIA_CTK_CONFIG_FILE_PATH) or C(XDG_CONFIG_HOME) (the GPU Operator's), else
               C(/etc/nvidia-container-runtime/config.toml).
             - Each has C(runtime), C(name), C(binary), C(path) (null where the binary is not there), C(wrapper),
               C(exec), C(config), C(via), C(problem) (why the config cannot be told, else empty), C(own) (the toolkit
               role's config) and C(toolkit) (that config's keys, as in C(toolkit_config); null without a config).
-            - C(runtime_defaults) carries each runtime's C(nvidia_entries) ({name: binary}) these come from.
+            - C(runtime_defaults) carries each runtime's C(nvidia_entries), a dict of name to binary, these come from.
           type: list
           elements: dict
           returned: always
@@ -434,7 +434,8 @@ ansible_facts:
           returned: always
           sample: {containerd: {default: nvidia-cdi,
                                 default_binary: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi,
-                                default_nvidia: true, cdi: true, cdi_supported: true, source: containerd config dump}}
+                                default_nvidia: true, cdi: true, cdi_supported: true, source: containerd config dump,
+                                nvidia_entries: {nvidia-cdi: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi}}}
         toolkit_config:
           description:
             - The NVIDIA container toolkit's C(/etc/nvidia-container-runtime/config.toml) C(exists), and its
