@@ -12,10 +12,12 @@ targets of the toolkit role, the refusals before any change and the doctor's doo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import containerd_toml as ct
 import gpu_pods
 import gpu_validate_doors
+import jinja2
 import nvidia_runtime
 import pytest
 from conftest import FakeNode, load_module, params
@@ -41,22 +43,29 @@ SETTINGS = {
 gpu_pods_filters = load_module("gpu_pods", subdir="plugins/filter").FilterModule().filters()
 
 
+WRAPPER_TEMPLATE = Path(__file__).resolve().parents[1] / "fixtures/gpu_pods/gpu-operator-wrapper.sh.j2"
+
+
 def installer_wrapper(name: str, check_modules: bool = True, dest: str = TOOLKIT) -> str:
-    """The wrapper of `name` as the installer's template renders it (executables.go, wrapper.render: the env map's
-    keys in Go's sorted order, each `KEY=value \\`, then the .real executable with "$@")."""
-    env = {
-        "NVIDIA_CTK_CONFIG_FILE_PATH": f"{dest}/.config/nvidia-container-runtime/config.toml",
-        "PATH": f"{dest}:$PATH",
-    }
-    text = "#! /bin/sh"
-    if check_modules:
-        text += (
-            '\ncat /proc/modules | grep -e "^nvidia " >/dev/null 2>&1\nif [ "${?}" != "0" ]; then\n'
-            '\techo "nvidia driver modules are not yet loaded, invoking runc directly" >&2\n\texec runc "$@"\nfi'
-        )
-    for key in sorted(env):
-        text += f"\n{key}={env[key]} \\"
-    return text + f'\n\t{dest}/{name}.real \\\n\t\t"$@"\n'
+    """The wrapper of `name` as the installer writes it (the fixture template, rendered as Ansible's template module
+    renders it: trim_blocks), which molecule/gpu_pods puts on its GPU Operator node too."""
+    environment = jinja2.Environment(trim_blocks=True, keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    template = environment.from_string(WRAPPER_TEMPLATE.read_text())
+    return template.render(toolkit_dir=dest, executable=name, check_modules=check_modules)
+
+
+def test_the_wrapper_fixture_is_the_installers_shape():
+    """executables.go's template: `#! /bin/sh`, the module check that runs runc without the driver, each variable on a
+    line of its own ending in a backslash, the .real executable with "$@"."""
+    lines = installer_wrapper("nvidia-container-runtime.cdi").splitlines()
+    assert lines[0] == "#! /bin/sh" and lines[1].startswith("cat /proc/modules | grep")
+    assert lines[-4:] == [
+        f"NVIDIA_CTK_CONFIG_FILE_PATH={OPERATOR_CONFIG} \\",
+        f"PATH={TOOLKIT}:$PATH \\",
+        f"\t{TOOLKIT}/nvidia-container-runtime.cdi.real \\",
+        '\t\t"$@"',
+    ]
+    assert installer_wrapper("nvidia-container-runtime-hook", check_modules=False).splitlines()[1].startswith("NVIDIA")
 
 
 def reader(files: dict):
