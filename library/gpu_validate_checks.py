@@ -178,7 +178,7 @@ options:
     default: false
   envvar_allowed:
     description:
-      - Whether C(accept-nvidia-visible-devices-envvar-when-unprivileged = true) was asked for (or kept:
+      - Whether C(accept-nvidia-visible-devices-envvar-when-unprivileged = true) was asked for (or kept,
         C(nvidia_container_toolkit_keep_gpu_pod_access)); then a door row of an NVIDIA runtime entry whose config
         accepts the variable warns instead of failing.
     type: bool
