@@ -396,11 +396,30 @@ ansible_facts:
         gpu_workloads:
           description: Processes other than host daemons that were given GPUs (C(NVIDIA_VISIBLE_DEVICES) naming
             devices in their environment) or hold an open C(/dev/nvidia<N>), each with C(pid), C(comm),
-            C(visible_devices) and C(open_devices).
+            C(visible_devices) and C(open_devices); C(privileged) (C(CAP_SYS_ADMIN) in its bounding set, which NVIDIA's
+            runtime calls privileged), C(container) (a mount namespace of its own) and C(by_envvar) (an unprivileged
+            container whose C(NVIDIA_VISIBLE_DEVICES) names devices and that has NVIDIA device nodes, what it loses
+            when the config of its NVIDIA runtime refuses that variable from unprivileged containers).
           type: list
           elements: dict
           returned: always
           sample: [{pid: 5120, comm: python3, visible_devices: GPU-8c1f..., open_devices: [/dev/nvidia0]}]
+        nvidia_runtimes:
+          description:
+            - Every entry of docker, containerd and CRI-O whose binary is NVIDIA's runtime, whatever its name, with
+              the toolkit config its runtime really reads (plugins/module_utils/nvidia_runtime.py config_read_by), a
+              wrapper script's C(NVIDIA_CTK_CONFIG_FILE_PATH) or C(XDG_CONFIG_HOME) (the GPU Operator's), else
+              C(/etc/nvidia-container-runtime/config.toml).
+            - Each has C(runtime), C(name), C(binary), C(path) (null where the binary is not there), C(wrapper),
+              C(exec), C(config), C(via), C(problem) (why the config cannot be told, else empty), C(own) (the toolkit
+              role's config) and C(toolkit) (that config's keys, as in C(toolkit_config); null without a config).
+            - C(runtime_defaults) carries each runtime's C(nvidia_entries), a dict of name to binary, these come from.
+          type: list
+          elements: dict
+          returned: always
+          sample: [{runtime: containerd, name: nvidia-cdi, wrapper: true, own: false,
+                    binary: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi,
+                    config: /usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml}]
         runtime_defaults:
           description:
             - Per installed runtime (V(docker), V(containerd), V(crio)), its current C(default) runtime and C(cdi),
@@ -415,7 +434,8 @@ ansible_facts:
           returned: always
           sample: {containerd: {default: nvidia-cdi,
                                 default_binary: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi,
-                                default_nvidia: true, cdi: true, cdi_supported: true, source: containerd config dump}}
+                                default_nvidia: true, cdi: true, cdi_supported: true, source: containerd config dump,
+                                nvidia_entries: {nvidia-cdi: /usr/local/nvidia/toolkit/nvidia-container-runtime.cdi}}}
         toolkit_config:
           description:
             - The NVIDIA container toolkit's C(/etc/nvidia-container-runtime/config.toml) C(exists), and its
@@ -444,6 +464,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpu_pods import nvidia_runtime_facts
 from ansible.module_utils.node_facts_dra import dra_facts
 from ansible.module_utils.node_facts_fabric import nvlink_fabric_facts
 from ansible.module_utils.node_facts_gpu import gpu_facts
@@ -482,6 +503,7 @@ def gather_gpu_node_facts(
     facts["dra"] = dra_facts(root)
     facts["installer"] = installer_facts(root, run_command, which, facts["kubelet"])
     facts["runtime_defaults"] = runtime_defaults(root, facts["runtimes"], run_command, facts["installer"])
+    facts["nvidia_runtimes"] = nvidia_runtime_facts(root, facts["runtime_defaults"], toolkit_config)
     return facts
 
 

@@ -176,6 +176,13 @@ options:
         C(volume-mounts) strategy); then the row about GPUs by volume mount warns instead of failing.
     type: bool
     default: false
+  envvar_allowed:
+    description:
+      - Whether C(accept-nvidia-visible-devices-envvar-when-unprivileged = true) was asked for (or kept,
+        C(nvidia_container_toolkit_keep_gpu_pod_access)); then a door row of an NVIDIA runtime entry whose config
+        accepts the variable warns instead of failing.
+    type: bool
+    default: false
   toolkit_installed:
     description:
       - Whether the toolkit is installed, as an earlier run of the V(toolkit) family returned it; used when
@@ -478,6 +485,7 @@ ARGUMENT_SPEC = dict(
     toolkit_installed=dict(type="bool", default=False),
     toolkit_config=dict(type="path", required=True),
     volume_mounts_allowed=dict(type="bool", default=False),
+    envvar_allowed=dict(type="bool", default=False),
     cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
     mig_selected=dict(type="str", default=""),
     mig_config=dict(type="path", default="/etc/nvidia-mig-manager/config.yaml"),

@@ -8,6 +8,13 @@ lose their GPUs (issue 25; plugins/module_utils/gpu_pods.py, which the node-side
     no GPU away from a GPU pod. facts: ansible_facts.gpu_node; targets: the runtimes the run configures;
     settings: the toolkit config.toml keys it merges.
 
+    own_config (the toolkit role's config.toml) and keep (nvidia_container_toolkit_keep_gpu_pod_access) add the
+    checks of every NVIDIA runtime entry (issue 46): a config that cannot be told, GPUs had by the envvar.
+
+`gpu_pods_config_targets(facts, own_config, settings, keep=False)`
+    The toolkit configs the toolkit role merges into, [{path, settings, label}]: its own, then every other config an
+    NVIDIA runtime entry reads (the GPU Operator's), with the isolation keys only.
+
 `gpu_pods_mig_refusal(facts, node, layout)`
     The nvidia_mig role's refusal of a MIG layout change while processes hold GPUs, or "".
 """
@@ -45,6 +52,8 @@ def gpu_pods_refusal(
     settings=None,
     name="nvidia",
     keep_var="nvidia_container_toolkit_keep_gpu_pod_access",
+    own_config=None,
+    keep=False,
 ):
     return _logic.refusal_for_run(
         dict(facts or {}),
@@ -55,7 +64,13 @@ def gpu_pods_refusal(
         dict(settings or {}),
         str(name),
         str(keep_var),
+        str(own_config) if own_config else None,
+        bool(keep),
     )
+
+
+def gpu_pods_config_targets(facts, own_config, settings, keep=False):
+    return _logic.config_targets(dict(facts or {}), str(own_config), dict(settings or {}), bool(keep))
 
 
 def gpu_pods_mig_refusal(facts, node, layout):
@@ -66,4 +81,8 @@ class FilterModule:
     """Filters of the GPU pods guard."""
 
     def filters(self):
-        return {"gpu_pods_refusal": gpu_pods_refusal, "gpu_pods_mig_refusal": gpu_pods_mig_refusal}
+        return {
+            "gpu_pods_refusal": gpu_pods_refusal,
+            "gpu_pods_mig_refusal": gpu_pods_mig_refusal,
+            "gpu_pods_config_targets": gpu_pods_config_targets,
+        }

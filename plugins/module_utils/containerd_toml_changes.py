@@ -359,12 +359,40 @@ def check_effective(path: str, plan: dict, request: Request) -> None:
         option_value((file_entry or {}).get("options"), "BinaryName") if isinstance(file_entry, Mapping) else None
     )
     if effective_entry is not None and effective_binary != file_binary:
+        others = imported_nvidia_entries(plan, exclude=name)
+        also = (
+            f" {where} also registers NVIDIA's runtime as {others}: every such entry is NVIDIA's runtime, and the"
+            " one this project does not rebind keeps reading its own toolkit config (the GPU Operator's wrappers"
+            " read /usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml, which accepts"
+            " NVIDIA_VISIBLE_DEVICES from unprivileged containers). Remove them all from that file (with the"
+            " RuntimeClasses that name them; on a GPU Operator node disable its toolkit first, ClusterPolicy"
+            " spec.toolkit.enabled: false, or it writes them back), or keep them and give their config"
+            " accept-nvidia-visible-devices-envvar-when-unprivileged = false (ClusterPolicy spec.toolkit.env"
+            " ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED=false)."
+            if others
+            else ""
+        )
         raise ContainerdConfigError(
             f"containerd's effective config (`containerd --config {path} config dump`, imports included) runs the "
             f"{name!r} runtime as BinaryName = {effective_binary!r}, but {path} says {file_binary!r}: {where} "
             f"defines runtimes.{name} and wins over {path}. Remove runtimes.{name} from that file (or make it "
-            f"BinaryName = {binary!r}), then run again. Nothing was changed."
+            f"BinaryName = {binary!r}), then run again.{also} Nothing was changed."
         )
+
+
+def imported_nvidia_entries(plan: Mapping, exclude: str | None = None) -> str:
+    """The entries of containerd's effective config that are NVIDIA's runtime (nvidia_runtime.py) and that the root
+    file does not define as they run, as a message names them: what an imported file (the toolkit's 99-nvidia.toml
+    drop-in) registers; "" when none (issue 46: the drop-in refusal names every one)."""
+    effective = plan.get("effective_runtimes") or {}
+    file_runtimes = plan.get("file_runtimes") or {}
+    named = []
+    for entry_name, binary in sorted(nvidia_runtime.nvidia_entries("containerd", effective).items()):
+        file_entry = file_runtimes.get(entry_name)
+        file_binary = nvidia_runtime.entry_binary("containerd", file_entry) if isinstance(file_entry, Mapping) else None
+        if entry_name != exclude and file_binary != binary:
+            named.append(nvidia_runtime.describe(entry_name, binary))
+    return ", ".join(named)
 
 
 def _check_request(request: Request) -> None:

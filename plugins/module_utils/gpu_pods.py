@@ -45,8 +45,8 @@ import re
 import sys
 
 try:  # a node-side module: Ansible ships this sibling with it
+    from ansible.module_utils.nvidia_runtime import config_read_by, entry_binary, is_nvidia_entry, nvidia_binaries
     from ansible.module_utils.nvidia_runtime import describe as describe_entry
-    from ansible.module_utils.nvidia_runtime import entry_binary, is_nvidia_entry
 except ImportError:  # the controller loads this file by path (controller_files.load_module_util): load the sibling too
     import importlib.util
 
@@ -66,6 +66,7 @@ except ImportError:  # the controller loads this file by path (controller_files.
         _nvidia_runtime.entry_binary,
         _nvidia_runtime.is_nvidia_entry,
     )
+    config_read_by, nvidia_binaries = _nvidia_runtime.config_read_by, _nvidia_runtime.nvidia_binaries
 
 DEVICE_PLUGIN_BINARY = "nvidia-device-plugin"
 # TASK_COMM_LEN is 16: comm holds the first 15 characters of the executable's name.
@@ -89,6 +90,7 @@ CDI_PREFIXES_DEFAULT = ["cdi.k8s.io/"]
 # Host daemons that open /dev/nvidia* and are no workload.
 HOST_GPU_DAEMONS = frozenset({"nvidia-persiste", "nv-fabricmanager", "nv-hostengine", DEVICE_PLUGIN_COMM})
 NVIDIA_DEVICE_RE = re.compile(r"/dev/nvidia\d+")
+CAP_SYS_ADMIN = 21  # linux/capability.h
 
 
 def _read(path: str, binary: bool = False):
@@ -261,8 +263,43 @@ def gpu_processes(root: str = "/", exclude=()) -> list:
         except OSError:
             pass
         if visible or devices:
-            found.append({"pid": int(entry), "comm": comm, "visible_devices": visible, "open_devices": sorted(devices)})
+            item = {"pid": int(entry), "comm": comm, "visible_devices": visible, "open_devices": sorted(devices)}
+            item.update(_how_it_got_them(proc, proc_pid, visible, devices))
+            found.append(item)
     return found
+
+
+def _privileged(proc_pid: str) -> bool | None:
+    """Whether CAP_SYS_ADMIN is in the process's bounding set: what NVIDIA's runtime calls privileged (toolkit 1.20,
+    internal/config/image/privileged.go); None when /proc/<pid>/status cannot be read."""
+    match = re.search(r"^CapBnd:\s*([0-9a-fA-F]+)", _read(os.path.join(proc_pid, "status")) or "", re.MULTILINE)
+    return None if match is None else bool(int(match.group(1), 16) >> CAP_SYS_ADMIN & 1)
+
+
+def _how_it_got_them(proc: str, proc_pid: str, visible: str, devices: set) -> dict:
+    """privileged (CAP_SYS_ADMIN), container (a mount namespace other than PID 1's) and by_envvar: an unprivileged
+    container whose NVIDIA_VISIBLE_DEVICES names devices and that has NVIDIA device nodes, open or in its /dev: what
+    NVIDIA's runtime gave it for the variable, which it stops doing once the config it reads refuses the variable
+    from unprivileged containers (issue 46)."""
+    privileged = _privileged(proc_pid)
+    try:
+        container = os.readlink(os.path.join(proc_pid, "ns", "mnt")) != os.readlink(
+            os.path.join(proc, "1", "ns", "mnt")
+        )
+    except OSError:
+        container = False
+    if not devices and visible and container:
+        try:
+            devices = {
+                name for name in os.listdir(os.path.join(proc_pid, "root", "dev")) if re.fullmatch(r"nvidia\d+", name)
+            }
+        except OSError:
+            devices = set()
+    return {
+        "privileged": privileged,
+        "container": container,
+        "by_envvar": bool(visible) and container and privileged is False and bool(devices),
+    }
 
 
 def _top_level(text: str) -> str:
@@ -353,6 +390,8 @@ def _with_binary(state: dict, binaries: dict, name: str = "nvidia") -> dict:
     default = state.get("default")
     state["default_binary"] = binaries.get(default) if default else None
     state["default_nvidia"] = bool(default) and is_nvidia_entry(default, state["default_binary"], name)
+    # every entry that is NVIDIA's runtime, default or not (issue 46: each is held to the same isolation)
+    state["nvidia_entries"] = nvidia_binaries(binaries, name)
     return state
 
 
@@ -586,6 +625,30 @@ def refusal_for_run(
     settings: dict,
     name: str = "nvidia",
     keep_var: str = "nvidia_container_toolkit_keep_gpu_pod_access",
+    own_config: str | None = None,
+    keep: bool = False,
+) -> str:
+    """refusal() from the gpu_node facts and a run's settings: the runtimes it configures (targets), whether
+    nvidia becomes their default, CDI, and the toolkit config keys it merges (settings; {} for none). Then, for
+    every NVIDIA runtime entry whatever its name (issue 46): entries whose config cannot be told (entry_refusal),
+    and GPUs that workloads or RuntimeClass pods get by the envvar from a config this run closes (envvar_refusal).
+    own_config: the toolkit config the toolkit role merges (None: a run that merges no toolkit config, such as
+    runtime_config's own guard: no entry checks); keep: the keep_var is true (no entry checks)."""
+    by_default = _refusal_by_default_for_run(facts, node, targets, set_as_default, enable_cdi, settings, name, keep_var)
+    if by_default or keep or not own_config:
+        return by_default
+    return entry_refusal(facts, node, own_config) or envvar_refusal(facts, node, own_config, settings, keep_var)
+
+
+def _refusal_by_default_for_run(
+    facts: dict,
+    node: str,
+    targets,
+    set_as_default: bool,
+    enable_cdi: bool,
+    settings: dict,
+    name: str = "nvidia",
+    keep_var: str = "nvidia_container_toolkit_keep_gpu_pod_access",
 ) -> str:
     """refusal() from the gpu_node facts and a run's settings: the runtimes it configures (targets), whether
     nvidia becomes their default, CDI, and the toolkit config keys it merges (settings; {} for none)."""
@@ -612,6 +675,176 @@ def refusal_for_run(
         facts.get("gpu_workloads") or [],
         name,
         keep_var,
+    )
+
+
+def _read_head(path: str, size: int = 65536):
+    """The first bytes of a file (a wrapper script whole, an executable's header), None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(size)
+    except (OSError, ValueError):
+        return None
+
+
+def nvidia_runtime_facts(root: str, runtime_defaults: dict, own_config: str | None) -> list:
+    """Every entry of the node's runtimes that is NVIDIA's runtime (runtime_defaults' nvidia_entries), with the
+    toolkit config its runtime really reads (nvidia_runtime.config_read_by) and that config's isolation keys
+    (toolkit_config_facts; null where no config can be told). own: the config is the one the toolkit role merges."""
+    entries, configs = [], {}
+    for runtime, state in sorted((runtime_defaults or {}).items()):
+        for name, binary in sorted(((state or {}).get("nvidia_entries") or {}).items()):
+            read = config_read_by(binary, lambda path: _read_head(_rooted(root, path)))
+            config = read["config"]
+            if config and config not in configs:
+                configs[config] = toolkit_config_facts(root, config)
+            entries.append(
+                {
+                    "runtime": runtime,
+                    "name": name,
+                    **read,
+                    "own": bool(config) and config == own_config,
+                    "toolkit": configs.get(config),
+                }
+            )
+    return entries
+
+
+# The GPU Operator's toolkit installer writes the config its wrappers name at every start of its DaemonSet's pod,
+# from its flags, whose environment variables the ClusterPolicy's spec.toolkit.env sets (NVIDIA/nvidia-container-toolkit
+# v1.20.0 cmd/nvidia-ctk-installer/toolkit/toolkit.go: flag accept-nvidia-visible-devices-envvar-when-unprivileged,
+# default true, EnvVars ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED; ..._AS_VOLUME_MOUNTS likewise;
+# NVIDIA/gpu-operator v26.7.0 controllers/object_controls.go TransformToolkit copies config.Toolkit.Env to the
+# toolkit container). Without that setting the Operator turns the door back on at its next start.
+OPERATOR_SETTING = (
+    "GPU Operator: ClusterPolicy spec.toolkit.env [{name: ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED,"
+    ' value: "false"}] (its toolkit pod rewrites that file at every start; this setting makes it write false)'
+)
+
+
+def _entries_named(entries) -> str:
+    return ", ".join(f"{e['runtime']} {describe_entry(e['name'], e.get('binary'))}" for e in entries)
+
+
+def foreign_configs(facts: dict, own_config: str | None) -> dict:
+    """{config: [entries]} of the NVIDIA runtime entries that read a config other than the one the toolkit role
+    merges (own_config), known and readable (the others: entry_refusal)."""
+    found: dict = {}
+    for entry in (facts or {}).get("nvidia_runtimes") or []:
+        config = entry.get("config")
+        if config and config != own_config and not entry.get("problem") and (entry.get("toolkit") or {}).get("exists"):
+            found.setdefault(config, []).append(entry)
+    return found
+
+
+def isolation_settings(settings: dict) -> dict:
+    """The isolation keys of the role's config.toml settings: what is merged into every other config an NVIDIA
+    runtime entry reads (the two accept-* keys and the CDI annotation prefixes), nothing else of the role's."""
+    subset = {key: settings[key] for key in (ENVVAR_KEY, VOLUME_MOUNTS_KEY) if key in (settings or {})}
+    cdi = settings or {}
+    for part in CDI_TABLE.split("."):
+        cdi = cdi.get(part) if isinstance(cdi, dict) else None
+    if isinstance(cdi, dict) and isinstance(cdi.get(CDI_PREFIXES_KEY), list):
+        subset["nvidia-container-runtime"] = {"modes": {"cdi": {CDI_PREFIXES_KEY: list(cdi[CDI_PREFIXES_KEY])}}}
+    return subset
+
+
+def config_targets(facts: dict, own_config: str, settings: dict, keep: bool = False) -> list:
+    """The toolkit configs the toolkit role merges into: {path, settings, label} for its own config.toml, then for
+    each other config an NVIDIA runtime entry reads (foreign_configs) its isolation keys (isolation_settings), the
+    label naming the entries and the Operator-side setting that makes it last. With keep (the keep_var) only the
+    role's own: the others stay as they are, the doctor warns."""
+    targets = [{"path": own_config, "settings": settings, "label": own_config}]
+    if keep:
+        return targets
+    for config, entries in sorted(foreign_configs(facts, own_config).items()):
+        targets.append(
+            {
+                "path": config,
+                "settings": isolation_settings(settings),
+                "label": f"{config}: the isolation keys, as NVIDIA's runtime reads this file for"
+                f" {_entries_named(entries)}; {OPERATOR_SETTING}",
+            }
+        )
+    return targets
+
+
+def entry_refusal(facts: dict, node: str, own_config: str | None) -> str:
+    """The refusal before any change of NVIDIA runtime entries whose config cannot be made safe by a merge: a wrapper
+    this project cannot follow, or a config file that is not there (NVIDIA's defaults then accept the envvar from
+    unprivileged containers). "" when there is none."""
+    bad = []
+    for entry in (facts or {}).get("nvidia_runtimes") or []:
+        if entry.get("problem"):
+            bad.append(f"{_entries_named([entry])}: {entry['problem']}")
+        elif entry.get("config") and entry["config"] != own_config and not (entry.get("toolkit") or {}).get("exists"):
+            bad.append(
+                f"{_entries_named([entry])}: its runtime reads {entry['config']} ({entry.get('via')}), which does not"
+                " exist, so NVIDIA's defaults apply (accept-nvidia-visible-devices-envvar-when-unprivileged = true)"
+            )
+    if not bad:
+        return ""
+    return (
+        f"Refusing to change {node}: NVIDIA's runtime is registered as {'; '.join(bad)}. Through such an entry an"
+        " unprivileged container that sets NVIDIA_VISIBLE_DEVICES=all (as CUDA images do) gets every GPU, and this"
+        " project cannot tell or merge the config it reads. Nothing was changed. Fix: give that runtime a config with"
+        f" {ENVVAR_KEY} = false and {VOLUME_MOUNTS_KEY} = false ({OPERATOR_SETTING}), or remove the entry from the"
+        " runtime's config together with the RuntimeClasses that name it, then run again."
+    )
+
+
+def envvar_refusal(facts: dict, node: str, own_config: str | None, settings: dict, keep_var: str) -> str:
+    """The refusal when this run closes NVIDIA_VISIBLE_DEVICES (or volume mounts) in a config an NVIDIA runtime entry
+    reads while something gets GPUs through it that way today: the device plugin on envvar (volume-mounts) hands
+    GPUs to pods that name such an entry as RuntimeClass, and workloads (gpu_workloads by_envvar: unprivileged
+    containers with NVIDIA_VISIBLE_DEVICES and NVIDIA device nodes) have them now. "" when nothing loses a GPU."""
+    facts = facts or {}
+    plugin = facts.get("device_plugin") or {}
+    strategies = (plugin.get("strategies") or [DEFAULT_STRATEGY]) if plugin.get("present") else []
+    workloads = [w for w in facts.get("gpu_workloads") or [] if w.get("by_envvar")]
+    groups: dict = {}
+    for entry in facts.get("nvidia_runtimes") or []:
+        if entry.get("config") and (entry.get("toolkit") or {}).get("exists") is not None:
+            groups.setdefault(entry["config"], []).append(entry)
+    closing, reasons = [], []
+    for config, entries in sorted(groups.items()):
+        now = entries[0].get("toolkit") or {}
+        planned = toolkit_planned(now, settings if config == own_config else isolation_settings(settings))
+        closes = [
+            key
+            for key, name in (
+                (ENVVAR_KEY, "accept_envvar_when_unprivileged"),
+                (VOLUME_MOUNTS_KEY, "accept_volume_mounts"),
+            )
+            if now.get(name + "_effective") and not planned.get(name + "_effective")
+        ]
+        if not closes:
+            continue
+        hit = (ENVVAR_KEY in closes and ("envvar" in strategies or workloads)) or (
+            VOLUME_MOUNTS_KEY in closes and "volume-mounts" in strategies
+        )
+        if hit:
+            closing.append(
+                f"{', '.join(k + ' true -> false' for k in closes)} in {config}, read by {_entries_named(entries)}"
+            )
+    if not closing:
+        return ""
+    if plugin.get("present") and ({"envvar", "volume-mounts"} & set(strategies)):
+        reasons.append(
+            f"{_describe(plugin)}: GPU pods that name one of those entries as RuntimeClass get their GPUs so"
+        )
+    if workloads:
+        named = ", ".join(
+            f"{w['comm']} (pid {w['pid']}, NVIDIA_VISIBLE_DEVICES={w['visible_devices']})" for w in workloads[:5]
+        )
+        reasons.append(f"unprivileged containers that have GPUs by NVIDIA_VISIBLE_DEVICES now: {named}")
+    return (
+        f"Refusing to change {node}: this run would set {'; '.join(closing)}, and {'; '.join(reasons)}. From their next"
+        " start they would get no GPU. Nothing was changed. Two ways forward: (a) move the device plugin to CDI first"
+        " (Helm chart nvidia-device-plugin: --set deviceListStrategy=cdi-cri; GPU Operator: ClusterPolicy"
+        " spec.cdi.enabled: true) and let those pods request nvidia.com/gpu (restart them so that they get their GPUs"
+        f' through CDI), then run again (README, "Nodes that already run GPU pods"); (b) {keep_var}: true keeps'
+        " today's semantics on this node (the doctor then warns that pods without a GPU request can see GPUs here)."
     )
 
 

@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import re
 
-from ansible.module_utils.gpu_pods import CDI_PREFIXES_DEFAULT
+from ansible.module_utils.gpu_pods import (
+    CDI_PREFIXES_DEFAULT,
+    ENVVAR_KEY,
+    OPERATOR_SETTING,
+    TOOLKIT_DEFAULTS,
+    VOLUME_MOUNTS_KEY,
+)
 from ansible.module_utils.gpu_validate_host import Node, table_row, truncate, truthy
 from ansible.module_utils.gpu_validate_logic import (
     TomlError,
     toml_tables,
 )
+from ansible.module_utils.nvidia_runtime import config_read_by
+from ansible.module_utils.nvidia_runtime import describe as describe_entry
 
 # NVIDIA's runtime (toolkit 1.20, internal/config/image/cuda_image.go, CUDA.VisibleDevices) takes device requests
 # from three places besides NVIDIA_VISIBLE_DEVICES: CDI annotations whose keys start with one of
@@ -180,15 +188,92 @@ def string_list(value) -> list:
 def check_doors(params: dict, node: dict, host: Node, toolkit_installed: bool, containerd, crio=None) -> list:
     """The doors family: one row per way a pod that requests no GPU could still get one through NVIDIA's runtime
     (containerd: containerd_state(), crio: crio_state(); None when that runtime is not among the runtimes)."""
+    rows = entry_rows(params, node, host)
     if not toolkit_installed:
-        return [table_row("toolkit: GPU by volume mount", "skipped", "no toolkit installed")]
+        return [*rows, table_row("toolkit: GPU by volume mount", "skipped", "no toolkit installed")]
     text = host.read(params["toolkit_config"])
-    rows = [volume_mount_row(params, text)]
+    rows.append(volume_mount_row(params, text))
     if containerd is not None:
         rows.append(cdi_annotation_row(params, containerd, text))
     if crio is not None:
         rows.append(crio_cdi_annotation_row(params, crio, text))
     return rows
+
+
+def entry_rows(params: dict, node: dict, host: Node) -> list:
+    """One door row per NVIDIA runtime entry of every runtime the node has (the facts' nvidia_runtimes, issue 46),
+    judged by the toolkit config that entry's runtime really reads, resolved again now from its binary
+    (nvidia_runtime.config_read_by): a door is open where that config accepts NVIDIA_VISIBLE_DEVICES from
+    unprivileged containers (or, unasked, /dev/null volume mounts)."""
+    rows = []
+    for entry in (node or {}).get("nvidia_runtimes") or []:
+        rows.append(entry_row(params, entry, host))
+    return rows
+
+
+def entry_row(params: dict, entry: dict, host: Node) -> dict:
+    """The door row of one NVIDIA runtime entry ({runtime, name, binary} of the facts)."""
+    runtime, name, binary = entry.get("runtime"), entry.get("name"), entry.get("binary")
+    check = f"door: {runtime} runtime {name}"
+    what = f"{runtime} runtime {describe_entry(name, binary)}"
+
+    def read(path):
+        text = host.read(path)
+        return None if text is None else text.encode("utf-8", "surrogateescape")
+
+    found = config_read_by(binary, read)
+    if found["problem"]:
+        return table_row(
+            check,
+            "fail",
+            f"{what} runs NVIDIA's runtime, but which config it reads cannot be told: {found['problem']}",
+            f"Make it a plain NVIDIA runtime or a wrapper that sets NVIDIA_CTK_CONFIG_FILE_PATH to a file with "
+            f"{ENVVAR_KEY} = false, or remove the entry (and the RuntimeClasses naming {name})",
+        )
+    if not found["path"]:
+        return table_row(
+            check,
+            "warn",
+            f"{what}: the binary is not there, so every container through it fails to start",
+            f"Remove the {name} entry or install its binary",
+        )
+    config = found["config"]
+    text = host.read(config)
+    parsed, error = _toolkit_config(text)
+    if error:
+        return table_row(
+            check, "fail", f"{what} reads {config}, which is not TOML: {truncate(error)}", "Run site.yml --tags toolkit"
+        )
+    opened = []
+    doors = (
+        (ENVVAR_KEY, "envvar_allowed", "with NVIDIA_VISIBLE_DEVICES=all (CUDA images set it) gets every GPU"),
+        (VOLUME_MOUNTS_KEY, "volume_mounts_allowed", f"with a /dev/null volume at {VOLUME_MOUNT_ROOT}/<GPU> gets it"),
+    )
+    for key, allowed, how in doors:
+        if parsed.get(key, TOOLKIT_DEFAULTS[key]) is True:
+            said = f"{key} = true" if key in parsed else f"{key} unset (NVIDIA's default: true)"
+            opened.append((said, truthy(params.get(allowed)), how))
+    where = f"{config} ({found['via']}{'' if text is not None else '; the file does not exist: NVIDIA defaults'})"
+    if not opened:
+        return table_row(check, "ok", f"{what} reads {where}: {ENVVAR_KEY} and {VOLUME_MOUNTS_KEY} are false")
+    own = config == params.get("toolkit_config")
+    fix = (
+        f"Run site.yml --tags toolkit (it merges {ENVVAR_KEY} = false and {VOLUME_MOUNTS_KEY} = false into {config})"
+        + ("" if own else f"; {OPERATOR_SETTING}")
+    )
+    status = "warn" if all(allowed for _said, allowed, _how in opened) else "fail"
+    return table_row(
+        check,
+        status,
+        f"{what} reads {where}: {', '.join(said for said, _allowed, _how in opened)}: an unprivileged pod that requests"
+        f" no GPU and names RuntimeClass {name} {' or '.join(how for _said, _allowed, how in opened)}"
+        + (
+            " (asked for: nvidia_container_toolkit_keep_gpu_pod_access or the accept-* variables)"
+            if status == "warn"
+            else ""
+        ),
+        fix,
+    )
 
 
 def _annotation_prefixes(toolkit_text) -> list:

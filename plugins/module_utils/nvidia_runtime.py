@@ -21,6 +21,22 @@ is NVIDIA's runtime, whatever the entry is called and whatever directory holds t
 An entry named like the project's runtime (`nvidia`) whose binary cannot be read still counts, as before: the
 project itself registers that name with NVIDIA's binary.
 
+The toolkit config an entry's runtime really reads (issue 46; `config_read_by`), checked in
+NVIDIA/nvidia-container-toolkit v1.20.0:
+- NVIDIA's runtime reads the file GetConfigFilePath names (api/config/v1/config.go): `NVIDIA_CTK_CONFIG_FILE_PATH`
+  when set (FilePathOverrideEnvVar), else `$XDG_CONFIG_HOME/nvidia-container-runtime/config.toml` when
+  XDG_CONFIG_HOME is set, else `/etc/nvidia-container-runtime/config.toml`. A missing file means NVIDIA's defaults,
+  which accept NVIDIA_VISIBLE_DEVICES from unprivileged containers.
+- The GPU Operator's toolkit installer does not register the binary itself: each runtime is a `#! /bin/sh` wrapper
+  that runs `<name>.real` with `NVIDIA_CTK_CONFIG_FILE_PATH=<install dir>/.config/nvidia-container-runtime/config.toml`
+  and `PATH=<install dir>:$PATH` set before the command, one `KEY=value` line each, continued with a backslash
+  (cmd/nvidia-ctk-installer/toolkit/installer/executables.go, collectExecutables and the wrapper template; the
+  config written there by cmd/nvidia-ctk-installer/toolkit/toolkit.go, Install). So an entry's binary is read: a
+  script (`#!`) is a wrapper and the config is the one its environment names; an executable is the runtime itself
+  and reads the lookup order above with no override.
+- Not followed: an XDG_CONFIG_HOME or NVIDIA_CTK_CONFIG_FILE_PATH in the container runtime's own environment (a
+  systemd Environment= of containerd), which the runtime would inherit.
+
 Stdlib only, Python 3.8+: node-side modules import it as ansible.module_utils.nvidia_runtime; controller-side code
 loads it by path (plugins/module_utils/controller_files.py load_module_util, or a sibling loader).
 """
@@ -28,6 +44,7 @@ loads it by path (plugins/module_utils/controller_files.py load_module_util, or 
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Mapping
 
 RUNTIME_BINARY = "nvidia-container-runtime"
@@ -77,6 +94,114 @@ def nvidia_entries(kind: str, runtimes, project_name: str = "nvidia") -> dict:
         if is_nvidia_entry(name, binary, project_name):
             found[str(name)] = binary
     return found
+
+
+# GetConfigFilePath's inputs and default (api/config/v1/config.go: FilePathOverrideEnvVar, configRootOverride,
+# RelativeFilePath, the "/etc" config root).
+CONFIG_FILE_ENV = "NVIDIA_CTK_CONFIG_FILE_PATH"
+CONFIG_ROOT_ENV = "XDG_CONFIG_HOME"
+CONFIG_RELATIVE = "nvidia-container-runtime/config.toml"
+CONFIG_DEFAULT = "/etc/" + CONFIG_RELATIVE
+# Where a BinaryName without a directory is looked up (the PATH a systemd service gets).
+SEARCH_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+_ASSIGNMENT = re.compile(r"""^([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|'[^']*'|[^ \t"'`]*)$""")
+
+
+def config_file_path(env) -> str:
+    """The config file NVIDIA's runtime reads in environment ``env`` (GetConfigFilePath)."""
+    env = env if isinstance(env, Mapping) else {}
+    if env.get(CONFIG_FILE_ENV):
+        return env[CONFIG_FILE_ENV]
+    return posixpath.join(env.get(CONFIG_ROOT_ENV) or "/etc", CONFIG_RELATIVE)
+
+
+def _logical_lines(text: str) -> list:
+    """The script's lines with backslash continuations joined, comments and blank lines left out."""
+    lines = re.sub(r"\\[ \t]*\n", " ", text).splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def parse_wrapper(text) -> dict | None:
+    """The command of a shell wrapper that runs NVIDIA's runtime and the environment it sets for it:
+    {"exec": the runtime's path (`...nvidia-container-runtime.real` in the installer's wrappers), "env": {name: value},
+    "unresolved": names of the config variables whose value the script computes ($..., `...`)}. None when no line of
+    the script runs NVIDIA's runtime (then it is no wrapper this definition can follow)."""
+    if not isinstance(text, str):
+        return None
+    exported: dict = {}
+    for line in _logical_lines(text):
+        words = line.split()
+        if words and words[0] in ("exec", "export"):
+            words = words[1:]
+        env = dict(exported)
+        while words and _ASSIGNMENT.match(words[0]):
+            key, value = _ASSIGNMENT.match(words[0]).groups()
+            env[key] = value[1:-1] if value[:1] in "\"'" and len(value) >= 2 else value
+            words = words[1:]
+        if not words:  # assignments alone (or `export K=V`): the environment of what follows
+            exported = env
+            continue
+        command = words[0].strip("\"'")
+        base = posixpath.basename(command)
+        if base.endswith(".real"):
+            base = base[: -len(".real")]
+        if base in BINARIES:
+            unresolved = [k for k in (CONFIG_FILE_ENV, CONFIG_ROOT_ENV) if any(c in env.get(k, "") for c in "$`")]
+            return {"exec": command, "env": env, "unresolved": unresolved}
+    return None
+
+
+def resolve_binary(binary, exists) -> str | None:
+    """The path of an entry's binary: as given when absolute, else the first of SEARCH_PATH where ``exists`` (a
+    callable on a path) finds it; None when it cannot be found."""
+    if not isinstance(binary, str) or not binary.strip():
+        return None
+    binary = binary.strip().strip("\"'")
+    if binary.startswith("/"):
+        return binary if exists(binary) else None
+    return next((path for path in (posixpath.join(d, binary) for d in SEARCH_PATH) if exists(path)), None)
+
+
+def config_read_by(binary, read) -> dict:
+    """The toolkit config the runtime of an entry with ``binary`` really reads. ``read``: a callable returning a
+    file's bytes (None when it cannot be read), on the node's paths.
+
+    {"binary": as the entry names it, "path": where it was found (None: not there), "wrapper": whether it is a
+    script, "exec": what the wrapper runs, "config": the file the runtime reads (None where it cannot be told),
+    "via": how that was found, "problem": why the config cannot be told ("" when it can)}."""
+    found = resolve_binary(binary, lambda path: read(path) is not None)
+    result = {"binary": binary, "path": found, "wrapper": False, "exec": None, "config": None, "via": "", "problem": ""}
+    if found is None:
+        # no such file: every container through the entry fails to start, none gets a device
+        result["via"] = "binary not found"
+        return result
+    head = read(found) or b""
+    if not head.startswith(b"#!"):
+        result.update(config=config_file_path({}), via="NVIDIA's lookup order (no override)")
+        return result
+    result["wrapper"] = True
+    wrapper = parse_wrapper(head.decode("utf-8", "replace"))
+    if wrapper is None:
+        result["problem"] = f"{found} is a script that runs no NVIDIA runtime this project can follow"
+        return result
+    result["exec"] = wrapper["exec"]
+    if wrapper["unresolved"]:
+        result["problem"] = f"{found} computes {', '.join(wrapper['unresolved'])} at run time"
+        return result
+    env = wrapper["env"]
+    named = CONFIG_FILE_ENV if env.get(CONFIG_FILE_ENV) else (CONFIG_ROOT_ENV if env.get(CONFIG_ROOT_ENV) else "")
+    result["config"] = config_file_path(env)
+    result["via"] = f"wrapper {found} sets {named}" if named else f"wrapper {found} sets no config variable"
+    return result
+
+
+def nvidia_binaries(binaries, project_name: str = "nvidia") -> dict:
+    """{name: binary} of the entries of ``binaries`` ({name: binary or None}) that are NVIDIA's runtime."""
+    if not isinstance(binaries, Mapping):
+        return {}
+    return {
+        str(n): b for n, b in binaries.items() if is_nvidia_entry(n, b if isinstance(b, str) else None, project_name)
+    }
 
 
 def describe(name, binary) -> str:

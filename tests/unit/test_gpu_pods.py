@@ -120,6 +120,10 @@ def test_no_device_plugin(tmp_path):
     assert not facts["present"] and facts["source"] is None and facts["managed_by"] is None
 
 
+# a process of the tree made by add_process: no status file (privileged unknown), PID 1's mount namespace
+HOST = {"privileged": None, "container": False, "by_envvar": False}
+
+
 def test_gpu_workloads_by_environment_or_open_device_not_host_daemons(tmp_path):
     add_process(tmp_path, 1, ["/sbin/init"])
     add_process(tmp_path, 10, ["python3", "train.py"], {"NVIDIA_VISIBLE_DEVICES": "GPU-1234"})
@@ -130,8 +134,8 @@ def test_gpu_workloads_by_environment_or_open_device_not_host_daemons(tmp_path):
     add_process(tmp_path, 15, ["nvidia-device-plugin"], {"NVIDIA_VISIBLE_DEVICES": "all"})
     found = gpu_pods.gpu_processes(str(tmp_path), exclude=[15])
     assert found == [
-        {"pid": 10, "comm": "python3", "visible_devices": "GPU-1234", "open_devices": []},
-        {"pid": 13, "comm": "cuda-app", "visible_devices": "", "open_devices": ["/dev/nvidia3"]},
+        {"pid": 10, "comm": "python3", "visible_devices": "GPU-1234", "open_devices": [], **HOST},
+        {"pid": 13, "comm": "cuda-app", "visible_devices": "", "open_devices": ["/dev/nvidia3"], **HOST},
     ]
 
 
@@ -183,8 +187,15 @@ def test_runtime_states():
     cns = (Path(__file__).parents[1] / "fixtures/gpu_pods/cns-containerd-config.toml").read_text()
     nvidia_bin = {"default_binary": "/usr/bin/nvidia-container-runtime", "default_nvidia": True}
     runc = {"default_binary": None, "default_nvidia": False}
-    assert gpu_pods.containerd_runtime_state([cns], "1.7.24") == {"default": "nvidia", "cdi": False, **nvidia_bin}
+    cns_entries = {"nvidia_entries": {"nvidia": "/usr/bin/nvidia-container-runtime"}}
+    assert gpu_pods.containerd_runtime_state([cns], "1.7.24") == {
+        "default": "nvidia",
+        "cdi": False,
+        **nvidia_bin,
+        **cns_entries,
+    }
     assert gpu_pods.containerd_runtime_state([cns, "enable_cdi = true\n"], "1.7.24")["cdi"] is True
+    runc["nvidia_entries"] = {}
     assert gpu_pods.containerd_runtime_state([None], "2.1.4") == {"default": "runc", "cdi": True, **runc}
     # named nvidia, binary not in the file: the project's own name still counts
     assert gpu_pods.docker_runtime_state('{"default-runtime": "nvidia"}') == {
@@ -192,11 +203,12 @@ def test_runtime_states():
         "cdi": False,
         "default_binary": None,
         "default_nvidia": True,
+        "nvidia_entries": {},
     }
     assert gpu_pods.docker_runtime_state("not json") == {"default": "runc", "cdi": False, **runc}
     assert gpu_pods.crio_runtime_state(
         ['[crio.runtime]\ndefault_runtime = "crun"\n', 'default_runtime = "nvidia"\n']
-    ) == {"default": "nvidia", "cdi": True, "default_binary": None, "default_nvidia": True}
+    ) == {"default": "nvidia", "cdi": True, "default_binary": None, "default_nvidia": True, "nvidia_entries": {}}
 
 
 PLUGIN_ENVVAR = {
@@ -338,6 +350,7 @@ def test_facts_module_reports_what_gpu_pods_rely_on(tmp_path):
         "cdi": False,
         "default_binary": None,
         "default_nvidia": True,
+        "nvidia_entries": {},
         "cdi_supported": True,
         "source": "files",
     }
@@ -346,6 +359,7 @@ def test_facts_module_reports_what_gpu_pods_rely_on(tmp_path):
         "cdi": False,
         "default_binary": None,
         "default_nvidia": True,
+        "nvidia_entries": {},
     }
     assert "crio" not in facts["runtime_defaults"]
     assert facts["toolkit_config"]["exists"] is False

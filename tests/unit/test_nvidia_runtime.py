@@ -111,6 +111,7 @@ def test_docker_and_crio_states_read_the_default_entrys_binary():
         "cdi": False,
         "default_binary": "nvidia-container-runtime",
         "default_nvidia": True,
+        "nvidia_entries": {"gpu": "nvidia-container-runtime"},
     }
     crio = gpu_pods.crio_runtime_state(
         [

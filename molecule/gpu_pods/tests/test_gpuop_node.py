@@ -1,10 +1,24 @@
-"""gp-gpuop: a node whose containerd the GPU Operator configured with CDI (issue 37): nvidia, nvidia-cdi (the default)
-and nvidia-legacy run /usr/local/nvidia/toolkit/nvidia-container-runtime{,.cdi,.legacy}.
+"""gp-gpuop: a node whose containerd the GPU Operator configured with CDI (issues 37 and 46): nvidia, nvidia-cdi (the
+default) and nvidia-legacy run /usr/local/nvidia/toolkit/nvidia-container-runtime{,.cdi,.legacy}, shell wrappers as
+the Operator's installer writes them, which run NVIDIA's real runtime (<name>.real) with NVIDIA_CTK_CONFIG_FILE_PATH
+naming the Operator's own config, which accepts NVIDIA_VISIBLE_DEVICES from unprivileged containers (prepare.yml;
+the .cdi and .legacy .real are NVIDIA's runtime too, in the mode the config names, and the wrappers leave out the
+installer's kernel module check, which this kernel cannot pass: TEST STAND-INs).
 
-site.yml with defaults refuses while the device plugin runs with envvar, naming nvidia-cdi and its binary, and changes
-nothing; after the plugin moved to cdi-cri it converges with the default moved to runc and nvidia-cdi and
-nvidia-legacy kept, the doctor has no failure, and a second run changes nothing; nvidia-legacy made the default (a
-mutation) fails the doctor's "containerd: default runtime" row."""
+- Before site.yml the door is open: an unprivileged container with NVIDIA_VISIBLE_DEVICES=all through nvidia-cdi makes
+  NVIDIA's runtime go for every GPU (what the run must close; without the fix it stays so).
+- site.yml refuses while the device plugin runs with envvar, naming nvidia-cdi and its binary, and changes nothing;
+  after the plugin moved to cdi-cri it still refuses while an unprivileged container has GPUs by the envvar (a TEST
+  STAND-IN), naming it.
+- Then it converges: the default moves to runc, nvidia-cdi and nvidia-legacy are kept and their config gets the
+  isolation keys (the run says so, with the ClusterPolicy setting that makes it last); an unprivileged container
+  with NVIDIA_VISIBLE_DEVICES=all through each kept NVIDIA runtime gets nothing (the runtime's log says why); the
+  doctor has a door row per entry, all ok, and no failure; a second run changes nothing.
+- Mutations: the envvar accepted again by hand in the Operator's config (the Operator's toolkit pod would do that at
+  its next start) fails the doctor's door rows naming the entry, the file and the key; nvidia-legacy made the default
+  fails the "containerd: default runtime" row; the Operator's entries in its 1.18+ drop-in (conf.d/99-nvidia.toml) are
+  refused naming every one of them.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +26,37 @@ from helpers import containerd_runtimes, digest, name, recap, rows, said, set_st
 
 testinfra_hosts = ["ansible://gp-gpuop"]
 TOOLKIT = "/usr/local/nvidia/toolkit/nvidia-container-runtime"
+OPERATOR_CONFIG = "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml"
 CONFIG = "/etc/containerd/config.toml"
+DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
+LOG = "/var/log/nvidia-container-runtime.log"  # only the Operator's config names it (prepare.yml)
+IMAGE = "docker.io/gpunode-test/busybox:latest"
+ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+# NVIDIA's runtime's own lines (toolkit 1.20: internal/config/image/cuda_image.go, internal/runtime)
+IGNORED_ENVVAR = "Ignoring devices requested by environment variable(s) in unprivileged container"
+STARTED = "Create command detected; applying OCI specification modifications"
+ENTRIES = {"nvidia-cdi": f"{TOOLKIT}.cdi", "nvidia-legacy": f"{TOOLKIT}.legacy"}
+
+
+def through(host, binary: str, tag: str):
+    """An unprivileged container (ctr's default capabilities: no CAP_SYS_ADMIN) with NVIDIA_VISIBLE_DEVICES=all and no
+    device requested, run by containerd through `binary`: (its result, NVIDIA's runtime's log meanwhile)."""
+    offset = int(host.check_output(f"stat -c %s {LOG} 2>/dev/null || echo 0"))
+    run = host.run(
+        f"timeout 120 ctr run --rm --runtime io.containerd.runc.v2 --runc-binary {binary}"
+        f" --env NVIDIA_VISIBLE_DEVICES=all {IMAGE} gpuop-{tag} sh -c 'ls /dev'"
+    )
+    return run, host.check_output(f"tail -c +{offset + 1} {LOG} 2>/dev/null || true")
+
+
+def test_before_site_an_unprivileged_container_through_nvidia_cdi_goes_for_every_gpu(host):
+    """The door as the Operator leaves it (the fix taken out): NVIDIA's runtime, reading the Operator's config, takes
+    the variable from an unprivileged container and goes for the GPUs (no driver here: the container fails where a
+    GPU node would hand it every GPU)."""
+    run, log = through(host, ENTRIES["nvidia-cdi"], "before")
+    assert STARTED in log, log  # the .real runtime ran, on the Operator's config (its log)
+    assert IGNORED_ENVVAR not in log, log
+    assert run.rc != 0, run.stdout
 
 
 def test_site_refuses_while_the_plugin_is_on_envvar_naming_nvidia_cdi_and_changes_nothing(host):
@@ -28,13 +72,33 @@ def test_site_refuses_while_the_plugin_is_on_envvar_naming_nvidia_cdi_and_change
     assert not host.package("nvidia-container-toolkit").is_installed
 
 
-def test_after_the_plugin_moved_to_cdi_cri_the_default_moves_and_the_operators_entries_stay(host):
+def test_a_container_with_gpus_by_the_envvar_is_refused_first_naming_it(host):
     set_strategy(host, "cdi-cri")
+    assert host.run("systemctl start gp-standin-envvar-workload").rc == 0
+    try:
+        pid = host.check_output("systemctl show -p MainPID --value gp-standin-envvar-workload")
+        before = digest(host)
+        result = site(host, None, "--tags", "toolkit")
+        out = said(result)
+        assert result.returncode != 0, out[-4000:]
+        assert f"{ENVVAR_KEY} true -> false in {OPERATOR_CONFIG}, read by containerd nvidia ({TOOLKIT})" in out, out
+        assert "unprivileged containers that have GPUs by NVIDIA_VISIBLE_DEVICES now: sleep (pid" in out, out[-4000:]
+        assert pid.strip() and "NVIDIA_VISIBLE_DEVICES=all)" in out
+        assert digest(host) == before
+    finally:
+        host.run("systemctl stop gp-standin-envvar-workload")
+
+
+def test_after_the_plugin_moved_to_cdi_cri_the_default_moves_and_the_operators_entries_stay(host):
     result = site(host)
     assert result.returncode == 0, result.stdout[-6000:]
     out = said(result)  # said to the user: what the file holds and what was kept
     assert f"NVIDIA's runtime is also registered as nvidia-cdi ({TOOLKIT}.cdi), nvidia-legacy" in out, out[-6000:]
     assert f"the default runtime was NVIDIA's runtime nvidia-cdi ({TOOLKIT}.cdi): it is no longer" in out
+    # the Operator's config got the isolation keys, and the run said so with the setting that makes it last
+    assert f"{OPERATOR_CONFIG}: the isolation keys, as NVIDIA's runtime reads this file for" in out, out[-6000:]
+    assert "ClusterPolicy spec.toolkit.env [{name: ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED" in out
+    assert f"{ENVVAR_KEY} = false" in host.file(OPERATOR_CONFIG).content_string
     runtimes, default = containerd_runtimes(host)
     assert default == "runc"
     assert runtimes["runc"]["options"]["SystemdCgroup"] is True
@@ -44,14 +108,58 @@ def test_after_the_plugin_moved_to_cdi_cri_the_default_moves_and_the_operators_e
     checks = rows(host)
     assert checks["device plugin vs node"]["status"] == "ok", checks["device plugin vs node"]
     assert checks["containerd: default runtime"]["status"] == "ok", checks["containerd: default runtime"]
+    for entry in ("nvidia", "nvidia-cdi", "nvidia-legacy"):
+        assert checks[f"door: containerd runtime {entry}"]["status"] == "ok", checks[
+            f"door: containerd runtime {entry}"
+        ]
+    assert (
+        f"reads {OPERATOR_CONFIG} (wrapper {TOOLKIT}.cdi sets"
+        in checks["door: containerd runtime nvidia-cdi"]["detail"]
+    )
     failed = {check: r for check, r in checks.items() if r["status"] == "fail"}
     assert failed == {}, failed
+
+
+def test_no_runtime_left_registered_injects_into_an_unprivileged_container(host):
+    runtimes, _default = containerd_runtimes(host)
+    nvidia = {n: r["options"]["BinaryName"] for n, r in runtimes.items() if "nvidia-container-runtime" in str(r)}
+    assert set(nvidia) == {"nvidia", "nvidia-cdi", "nvidia-legacy"}, nvidia
+    for entry, binary in sorted(nvidia.items()):
+        run, log = through(host, binary, entry)
+        assert run.rc == 0, (entry, run.rc, run.stderr, log)
+        if binary.startswith(TOOLKIT):  # the Operator's: its config names the log
+            assert STARTED in log and IGNORED_ENVVAR in log, (entry, log)
+            assert "Injecting devices" not in log, (entry, log)
 
 
 def test_a_second_run_changes_nothing(host):
     result = site(host)
     assert result.returncode == 0, result.stdout[-4000:]
     assert recap(result.stdout)[name(host)]["changed"] == 0, result.stdout[-8000:]
+
+
+def test_mutation_the_operators_config_accepting_the_envvar_again_fails_the_door_rows(host):
+    original = host.file(OPERATOR_CONFIG).content_string
+    closed = f"{ENVVAR_KEY} = false"
+    assert closed in original
+    mutated = original.replace(closed, f"{ENVVAR_KEY} = true")
+    try:
+        assert host.run(f"cat > {OPERATOR_CONFIG} <<'EOF'\n{mutated}EOF").rc == 0
+        run, log = through(host, ENTRIES["nvidia-cdi"], "reopened")
+        assert run.rc != 0 and IGNORED_ENVVAR not in log, (run.rc, log)  # the door is open again
+        result = site(host, None, "--tags", "validate")
+        assert result.returncode == 0, result.stdout[-4000:]
+        checks = rows(host)
+        for entry, binary in ENTRIES.items():
+            row = checks[f"door: containerd runtime {entry}"]
+            assert row["status"] == "fail", row
+            assert row["detail"].startswith(f"containerd runtime {entry} ({binary}) reads {OPERATOR_CONFIG}"), row
+            assert f"{ENVVAR_KEY} = true" in row["detail"], row
+            assert "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED" in row["fix"], row
+        assert checks["door: containerd runtime nvidia"]["status"] == "ok"  # the project's, on /etc's config
+    finally:
+        host.run(f"cat > {OPERATOR_CONFIG} <<'EOF'\n{original}EOF")
+    assert host.file(OPERATOR_CONFIG).content_string == original
 
 
 def test_mutation_nvidia_legacy_the_default_fails_the_doctors_default_runtime_row(host):
@@ -68,4 +176,32 @@ def test_mutation_nvidia_legacy_the_default_fails_the_doctors_default_runtime_ro
         assert row["detail"].startswith(f"default_runtime_name is nvidia-legacy ({TOOLKIT}.legacy)"), row
     finally:
         host.run(f"cat > {CONFIG} <<'EOF'\n{original}EOF\nsystemctl restart containerd")
+    assert host.file(CONFIG).content_string == original
+
+
+def test_the_operators_handlers_in_its_dropin_are_refused_naming_every_entry(host):
+    """Toolkit 1.18+ writes the handlers into /etc/containerd/conf.d/99-nvidia.toml, a copy of the whole CRI table,
+    imported by config.toml (containerd 1.7 here: the imported table replaces the root's)."""
+    original = host.file(CONFIG).content_string
+    section = '[plugins."io.containerd.grpc.v1.cri"]'
+    assert original.count(section) == 1
+    start = original.index(section)
+    root = original[:start].replace("version = 2", 'version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]', 1)
+    dropin = "version = 2\n\n" + original[start:]
+    # the Operator's entries as it writes them: nvidia on its own wrapper, not the project's binary
+    dropin = dropin.replace('BinaryName = "/usr/bin/nvidia-container-runtime"', f'BinaryName = "{TOOLKIT}"')
+    assert f'BinaryName = "{TOOLKIT}"' in dropin and root != original
+    try:
+        script = (
+            f"mkdir -p /etc/containerd/conf.d && cat > {DROPIN} <<'EOF'\n{dropin}EOF\ncat > {CONFIG} <<'EOF'\n{root}EOF"
+        )
+        assert host.run(script + "\nsystemctl restart containerd").rc == 0
+        result = site(host, None, "--tags", "runtime")
+        out = said(result)
+        assert result.returncode != 0, out[-4000:]
+        assert f"runs the 'nvidia' runtime as BinaryName = '{TOOLKIT}'" in out, out[-4000:]
+        assert f"also registers NVIDIA's runtime as nvidia-cdi ({TOOLKIT}.cdi), nvidia-legacy ({TOOLKIT}.legacy)" in out
+        assert "Nothing was changed" in out
+    finally:
+        host.run(f"rm -f {DROPIN}; cat > {CONFIG} <<'EOF'\n{original}EOF\nsystemctl restart containerd")
     assert host.file(CONFIG).content_string == original
