@@ -95,8 +95,8 @@ def _set(value) -> bool:
     return value is not None and value != ""
 
 
-def _pair(value, what: str) -> list:
-    """'1200,1800' (or a list) as two ints."""
+def _pair(value, what: str, ordered: bool = True) -> list:
+    """'1200,1800' (or a list) as two ints; ``ordered``: a range, the lower first (not application clocks)."""
     parts = value if isinstance(value, (list, tuple)) else str(value).split(",")
     try:
         numbers = [int(str(part).strip()) for part in parts]
@@ -104,7 +104,7 @@ def _pair(value, what: str) -> list:
         raise SettingsError(f"{what} {value!r} is not two numbers in MHz, such as 1200,1800") from None
     if len(numbers) == 1:
         numbers = numbers * 2
-    if len(numbers) != 2 or numbers[0] > numbers[1] or numbers[0] <= 0:
+    if len(numbers) != 2 or (ordered and numbers[0] > numbers[1]) or min(numbers) <= 0:
         raise SettingsError(f"{what} {value!r} is not two numbers in MHz, the lower first, such as 1200,1800")
     return numbers
 
@@ -122,7 +122,7 @@ def static_problems(settings: dict) -> list:
         for key in ("gpu_clocks", "memory_clocks", "application_clocks"):
             if _set(entry.get(key)):
                 try:
-                    _pair(entry[key], key + where)
+                    _pair(entry[key], key + where, ordered=key != "application_clocks")
                 except SettingsError as exc:
                     problems.append(str(exc))
         mode = entry.get("compute_mode")
@@ -197,7 +197,7 @@ def resolve(settings: dict, gpus: list) -> list:
                 else:
                     item[key] = pair
         if _set(entry.get("application_clocks")):
-            memory, graphics = _pair(entry["application_clocks"], "application_clocks")
+            memory, graphics = _pair(entry["application_clocks"], "application_clocks", ordered=False)
             top_memory, top_graphics = number(gpu.get("clocks.max.memory")), number(gpu.get("clocks.max.graphics"))
             if not available(gpu.get("clocks.applications.graphics")) or top_memory is None or top_graphics is None:
                 problems.append(f"{label} does not support application clocks")
