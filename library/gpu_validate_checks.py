@@ -194,8 +194,8 @@ options:
     default: [/etc/cdi, /var/run/cdi]
   xid_fail:
     description:
-      - The Xids that fail the row C(GPU health: Xid events) (the GPU needs a reset, a drain or a replacement in NVIDIA's
-        Xid catalogue); any other Xid since boot warns.
+      - "The Xids that fail the row C(GPU health: Xid events) (the GPU needs a reset, a drain or a replacement in NVIDIA's
+        Xid catalogue); any other Xid since boot warns."
     type: list
     elements: int
     default: [48, 64, 79, 94, 95, 119, 120, 154]
