@@ -8,17 +8,18 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: gpu_settings
-short_description: Declare GPU settings (persistence, power, clocks, compute mode, ECC, CC/PPCIe, NVreg_*) and apply them
+short_description: Keep GPU settings (persistence, power, clocks, compute mode, ECC, CC/PPCIe, NVreg_*) as declared
 description:
   - Reads every GPU's current values with C(nvidia-smi --query-gpu) (power limit and its range, application clocks and
     their maximum, compute mode, ECC current and pending, persistence mode), compares them with O(settings), refuses a
     value a GPU does not support (naming the GPU, the value and its range) before anything changes, and applies what
     differs with nvidia-smi (C(-pl), C(-lgc), C(-lmc), C(-ac), C(-c), C(-e)), NVIDIA's gpu-admin-tools (CC and PPCIe
     modes) and C(nvidia-persistenced) (persistence).
-  - Writes a oneshot systemd unit that applies the settings a GPU loses at a reset or a driver reload (power limit, clocks,
-    compute mode) at every boot, after nvidia-persistenced, the fabric manager and the MIG manager and before the kubelet;
-    a modprobe.d file with the nvidia module's C(NVreg_*) parameters (the initramfs is rebuilt, in effect after a reboot);
-    and a record of the declared values (JSON) that the doctor (gpu_validate, row C(GPU settings)) compares with the driver.
+  - Writes a oneshot systemd unit that applies the settings a GPU loses at a reset or a driver reload (power limit,
+    clocks, compute mode) at every boot, after nvidia-persistenced, the fabric manager and the MIG manager and before
+    the kubelet; a modprobe.d file with the nvidia module's C(NVreg_*) parameters (the initramfs is rebuilt, in effect
+    after a reboot); and a record of the declared values (JSON) that the doctor (gpu_validate, row C(GPU settings))
+    compares with the driver.
   - ECC, CC and PPCIe modes and module parameters take effect only after a GPU reset or a reboot (RV(pending)). Such a
     change is refused while processes hold GPUs (GPU pods) unless O(drained) says the rollout drained the node.
   - With nothing declared, the module only removes the files an earlier declaration left and asks nothing of the GPUs.
@@ -45,7 +46,9 @@ options:
     type: bool
     required: true
   drained:
-    description: Set by the rollout mechanism that drained the node; a reset-bound change then goes ahead while processes hold GPUs.
+    description:
+      - Set by the rollout mechanism that drained the node; a reset-bound change then goes ahead while processes hold
+        GPUs.
     type: bool
     default: false
   nvidia_smi:
@@ -117,7 +120,9 @@ changes:
   returned: always
   type: list
   elements: dict
-  sample: [{gpu: "GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3)", setting: power limit, current: 700 W, wanted: 560 W, when: now}]
+  sample:
+    - {gpu: "GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3)", setting: power limit, current: 700 W, wanted: 560 W,
+       when: now}
 pending:
   description: Declared settings set but waiting for a GPU reset or a reboot.
   returned: always
@@ -125,7 +130,7 @@ pending:
   elements: str
   sample: ["GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3): ECC Enabled after reset or reboot"]
 reboot_required:
-  description: Whether a declared setting waits for a GPU reset or a reboot (the rollout mechanism reboots the drained node then).
+  description: Whether a declared setting waits for a GPU reset or a reboot (the rollout reboots the drained node then).
   returned: always
   type: bool
   sample: false
@@ -188,7 +193,8 @@ def plan(params: dict, host, record: dict | None) -> dict:
     rc, out, err = host.run(query_argv(smi, READ_FIELDS))
     if rc != 0:
         raise Refusal(
-            f"nvidia-smi does not answer (exit code {rc}: {(err or out).strip()[:200]}): the GPU settings cannot be read. "
+            f"nvidia-smi does not answer (exit code {rc}: {(err or out).strip()[:200]}): "
+            "the GPU settings cannot be read. "
             "Load the driver (reboot after its installation), then run the role again"
         )
     gpus = parse_query(out, READ_FIELDS)
@@ -204,8 +210,9 @@ def plan(params: dict, host, record: dict | None) -> dict:
         if item.get("cc_mode") or item.get("ppcie_mode"):
             if not os.path.exists(params["gpu_tools"]):
                 raise Refusal(
-                    f"{label}: a CC or PPCIe mode is declared, but NVIDIA's gpu-admin-tools are not at {params['gpu_tools']} "
-                    "(github.com/NVIDIA/gpu-admin-tools, nvidia_gpu_tools.py): install them there or set gpu_settings_gpu_tools"
+                    f"{label}: a CC or PPCIe mode is declared, but NVIDIA's gpu-admin-tools are not at "
+                    f"{params['gpu_tools']} (github.com/NVIDIA/gpu-admin-tools, nvidia_gpu_tools.py): install them "
+                    "there or set gpu_settings_gpu_tools"
                 )
             modes = _modes(host, params["gpu_tools"], item["bus_id"])
             for key in ("cc_mode", "ppcie_mode"):
@@ -253,7 +260,8 @@ def pending_list(wanted: list, gpus: list, modes_by_bus: dict, module_params_pen
         for key in RESET_KEYS:
             if item.get(key) is not None and in_effect(gpu, item, key, None, modes_by_bus.get(item["bus_id"])) != "yes":
                 pending.append(
-                    f"GPU {item['index']} ({item['bus_id']}, {item['name']}): {key.replace('_', ' ')} {wanted_text(item, key)} {WHEN_RESET}"
+                    f"GPU {item['index']} ({item['bus_id']}, {item['name']}): "
+                    f"{key.replace('_', ' ')} {wanted_text(item, key)} {WHEN_RESET}"
                 )
     return pending
 
@@ -271,7 +279,8 @@ def refusal_of_reset(params: dict, changes: list) -> str:
     return (
         f"Refusing GPU settings that need a GPU reset or a reboot while processes hold GPUs ({said}): {what}. "
         "Nothing was changed. Run the change through the rollout, which drains the node first and sets "
-        "gpu_settings_drained: true (README, 'Rollouts'), or drain the node yourself and run with -e gpu_settings_drained=true"
+        "gpu_settings_drained: true (roles/gpu_settings/README.md, 'Rollouts'), or drain the node yourself and run "
+        "with -e gpu_settings_drained=true"
     )
 
 

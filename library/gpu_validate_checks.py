@@ -12,8 +12,8 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, cdi, mig, fabric, health, fuse, security, confinement, kubelet, dra), whatever the order of
-    O(families).
+    their order, isolation, doors, cdi, mig, fabric, health, fuse, security, confinement, kubelet, dra), whatever the
+    order of O(families).
     The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
     this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
@@ -194,13 +194,13 @@ options:
     default: [/etc/cdi, /var/run/cdi]
   xid_fail:
     description:
-      - "The Xids that fail the row C(GPU health: Xid events) (the GPU needs a reset, a drain or a replacement in NVIDIA's
-        Xid catalogue); any other Xid since boot warns."
+      - "The Xids that fail the row C(GPU health: Xid events) (the GPU needs a reset, a drain or a replacement in
+        NVIDIA's Xid catalogue); any other Xid since boot warns."
     type: list
     elements: int
     default: [48, 64, 79, 94, 95, 119, 120, 154]
   dcgm_diag:
-    description: Whether the V(health) family runs NVIDIA DCGM's level-1 diagnostics (C(dcgmi diag -r 1)) as a row of its own.
+    description: Whether the V(health) family runs NVIDIA DCGM's level-1 diagnostics (C(dcgmi diag -r 1)) as a row.
     type: bool
     default: false
   settings_record:

@@ -321,7 +321,9 @@ def step_health(report, facts: dict) -> None:
 def _smi_value(field: str, index: str = "0") -> str:
     out = subprocess.run(
         ["nvidia-smi", "-i", index, f"--query-gpu={field}", "--format=csv,noheader,nounits"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     return out.strip()
 
@@ -379,14 +381,22 @@ def step_settings(report, work: Path) -> None:
 def check_mode_settings(work: Path, settings: dict) -> dict:
     """gpu_settings in check mode (ansible --check) with its files in ``work``."""
     env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
-    argv = [shutil.which("ansible") or str(Path(sys.executable).parent / "ansible"), "localhost", "-c", "local", "--check"]
+    argv = [
+        shutil.which("ansible") or str(Path(sys.executable).parent / "ansible"),
+        "localhost",
+        "-c",
+        "local",
+        "--check",
+    ]
     argv += ["-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}"]
     argv += ["-m", "gpu_settings", "-a", json.dumps(settings_args(work, settings))]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     try:
         return json.loads(proc.stdout.split(" => ", 1)[1])
     except (ValueError, IndexError):
-        raise RuntimeError(f"ansible --check -m gpu_settings failed: {proc.stdout[-2000:]} {proc.stderr[-2000:]}") from None
+        raise RuntimeError(
+            f"ansible --check -m gpu_settings failed: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
+        ) from None
 
 
 def _keep(path: Path) -> None:

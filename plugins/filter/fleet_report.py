@@ -18,7 +18,8 @@
                        "drain": bool, "drain_reasons": ["<check>: <detail>", ...], "summary": {...} or None,
                        "cells": {check: {"status", "detail", "fix"}}}, ...]}       # failures first
 
-    Nodes: the nodes to drain first (a "GPU health: ..." row failed: gpu_node_health), then failed ones (most failed checks first), then warn, ok and nodes without a result, each
+    Nodes: the nodes to drain first (a "GPU health: ..." row failed: gpu_node_health), then failed ones (most failed
+    checks first), then warn, ok and nodes without a result, each
     group by name. Checks: those failing on most nodes first, then warning ones, then the doctor's order.
     No time stamp: the files change only when a result changed.
 

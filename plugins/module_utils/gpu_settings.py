@@ -9,18 +9,26 @@ What each setting is in NVIDIA's nvidia-smi(1) (driver 550.90.12's man page, as 
 https://manpages.ubuntu.com/manpages/plucky/man1/nvidia-smi.1.html; the NVML calls behind them in the NVML API
 reference, "Device Commands", https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceCommands.html):
 
-| setting | set with | read back (``--query-gpu``) | lasts |
-|---|---|---|---|
-| persistence | the ``nvidia-persistenced`` daemon (NVIDIA: the daemon, not ``-pm``, is the way on Linux) | ``persistence_mode`` | while the daemon runs |
-| power limit | ``-i <GPU> -pl <watts>`` (nvmlDeviceSetPowerManagementLimit) | ``power.limit``; range ``power.min_limit``..``power.max_limit``; share of ``power.default_limit`` | until the driver unloads: applied at boot |
-| locked GPU clocks | ``-lgc <min,max>`` (nvmlDeviceSetGpuLockedClocks) | none (the driver reports no locked range): the role's record | until reset: at boot |
-| locked memory clocks | ``-lmc <min,max>`` (nvmlDeviceSetMemoryLockedClocks) | none: the record | until reset: at boot |
-| application clocks | ``-ac <memory,graphics>`` (nvmlDeviceSetApplicationsClocks) | ``clocks.applications.memory``/``.graphics``; limit ``clocks.max.memory``/``.graphics`` | until reset: at boot |
-| compute mode | ``-c DEFAULT|EXCLUSIVE_PROCESS|PROHIBITED`` (nvmlDeviceSetComputeMode) | ``compute_mode`` | until reset: at boot |
-| ECC | ``-e 0|1`` (nvmlDeviceSetEccMode) | ``ecc.mode.current``, ``ecc.mode.pending`` | stored on the GPU; in effect after a reset or reboot |
-| CC mode | NVIDIA's gpu-admin-tools ``nvidia_gpu_tools.py --gpu-bdf=<bdf> --set-cc-mode=on|off|devtools`` | ``--query-cc-mode`` ("... CC mode is on") | stored; after a GPU reset |
-| PPCIe mode | the same tool, ``--set-ppcie-mode=on|off`` | ``--query-ppcie-mode`` | stored; after a GPU reset |
-| NVreg_* | ``options nvidia NVreg_X=Y`` in modprobe.d, then the initramfs rebuilt | /proc/driver/nvidia/params | after a reboot |
+Each setting, how it is set, how it is read back (``--query-gpu`` fields) and how long it lasts:
+
+- persistence: the ``nvidia-persistenced`` daemon (NVIDIA: the daemon, not ``-pm``, is the way on Linux);
+  ``persistence_mode``; while the daemon runs.
+- power limit: ``-i <GPU> -pl <watts>`` (nvmlDeviceSetPowerManagementLimit); ``power.limit``, its range
+  ``power.min_limit``..``power.max_limit``, a share of ``power.default_limit``; until the driver unloads (at boot).
+- locked GPU clocks: ``-lgc <min,max>`` (nvmlDeviceSetGpuLockedClocks); no field reports a locked range, so the role's
+  record says what was applied; until a reset (at boot).
+- locked memory clocks: ``-lmc <min,max>`` (nvmlDeviceSetMemoryLockedClocks); the record; until a reset (at boot).
+- application clocks: ``-ac <memory,graphics>`` (nvmlDeviceSetApplicationsClocks); ``clocks.applications.memory`` and
+  ``.graphics``, at most ``clocks.max.memory`` and ``.graphics``; until a reset (at boot).
+- compute mode: ``-c DEFAULT|EXCLUSIVE_PROCESS|PROHIBITED`` (nvmlDeviceSetComputeMode); ``compute_mode``; until a
+  reset (at boot).
+- ECC: ``-e 0|1`` (nvmlDeviceSetEccMode); ``ecc.mode.current``, ``ecc.mode.pending``; stored on the GPU, in effect
+  after a reset or a reboot.
+- CC mode: NVIDIA's gpu-admin-tools ``nvidia_gpu_tools.py --gpu-bdf=<bdf> --set-cc-mode=on|off|devtools``;
+  ``--query-cc-mode`` ("... CC mode is on"); stored, in effect after a GPU reset.
+- PPCIe mode: the same tool, ``--set-ppcie-mode=on|off``; ``--query-ppcie-mode``; after a GPU reset.
+- NVreg_*: ``options nvidia NVreg_X=Y`` in modprobe.d, the initramfs rebuilt; /proc/driver/nvidia/params; after a
+  reboot.
 
 (gpu-admin-tools: github.com/NVIDIA/gpu-admin-tools, its nvidia_gpu_tools.py options --query-cc-mode,
 --query-ppcie-mode, --set-cc-mode {off,on,devtools}, --set-ppcie-mode, --reset-after-cc-mode-switch.)
@@ -216,7 +224,8 @@ def resolve(settings: dict, gpus: list) -> list:
         if entry.get("ecc") is not None:
             if not available(gpu.get("ecc.mode.current")):
                 problems.append(
-                    f"{label} has no ECC to turn {'on' if entry['ecc'] else 'off'} (ecc.mode.current is {gpu.get('ecc.mode.current')})"
+                    f"{label} has no ECC to turn {'on' if entry['ecc'] else 'off'} "
+                    f"(ecc.mode.current is {gpu.get('ecc.mode.current')})"
                 )
             else:
                 item["ecc"] = bool(entry["ecc"])

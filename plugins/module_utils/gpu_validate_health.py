@@ -91,7 +91,7 @@ _XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9A-Fa-f:.]+)(?:\s+[^)]*)?\): (\d+),
 _NVLINK_GPU = re.compile(r"^GPU (\d+):")
 _NVLINK_LINK = re.compile(r"^\s*Link (\d+):\s*(.*?)\s*$")
 
-DRAIN_FIX = "Drain the node (kubectl drain), then reset the GPU (nvidia-smi -r -i <GPU>) or reboot; replace a GPU that fails again"
+DRAIN_FIX = "Drain the node, reset the GPU (nvidia-smi -r -i <GPU>) or reboot; replace it if it fails again"
 RESET_FIX = "Drain the node and reset the GPU (nvidia-smi -r -i <GPU>) or reboot it, then run the doctor again"
 
 
@@ -248,7 +248,8 @@ def nvlink_row(links: dict) -> dict:
             NVLINK,
             "fail",
             f"{len(down)} of {total} NVLink(s) down: " + ", ".join(down),
-            "Drain the node; check nvidia-fabricmanager and the NVLink error counters (nvidia-smi nvlink -e); reset or reboot",
+            "Drain the node; check nvidia-fabricmanager and the NVLink error counters (nvidia-smi nvlink -e); "
+            "reset or reboot",
         )
     return table_row(NVLINK, "ok", f"{total} NVLink(s) up on {len(with_links)} GPU(s)")
 

@@ -165,10 +165,20 @@ def test_the_results_of_each_host_from_hostvars_and_none_for_a_host_without():
 def test_nodes_to_drain_come_first_with_their_reasons():
     """A failed "GPU health: ..." row (the GPU needs a reset, a drain or a replacement) puts the node first, in the
     summary's drain list and its health column; a failed row of another family (a config row) does not."""
-    sick = [*GOOD, {"check": "GPU health: Xid events", "status": "fail", "detail": "Xid 79 on 0000:2a:00", "fix": "drain"}]
-    warm = [*GOOD, {"check": "GPU health: clock slowdown", "status": "warn", "detail": "HW thermal slowdown", "fix": "cool"}]
+    sick = [
+        *GOOD,
+        {"check": "GPU health: Xid events", "status": "fail", "detail": "Xid 79 on 0000:2a:00", "fix": "drain"},
+    ]
+    warm = [
+        *GOOD,
+        {"check": "GPU health: clock slowdown", "status": "warn", "detail": "HW thermal slowdown", "fix": "cool"},
+    ]
     report = fleet.gpu_fleet_report(
-        [{"host": "a-config", "checks": FAILING}, {"host": "z-sick", "checks": sick}, {"host": "m-warm", "checks": warm}]
+        [
+            {"host": "a-config", "checks": FAILING},
+            {"host": "z-sick", "checks": sick},
+            {"host": "m-warm", "checks": warm},
+        ]
     )
     assert [n["host"] for n in report["nodes"]] == ["z-sick", "a-config", "m-warm"]
     assert report["summary"]["drain"] == ["z-sick"]

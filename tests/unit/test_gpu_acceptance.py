@@ -275,7 +275,9 @@ def standin_smi(tmp_path, monkeypatch):
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").symlink_to(standin / "nvidia-smi")
     systemctl = bin_dir / "systemctl"
-    systemctl.write_text("#!/bin/sh\n[ \"$1\" = is-enabled ] && echo disabled\n[ \"$1\" = is-active ] && echo inactive\nexit 0\n")
+    systemctl.write_text(
+        '#!/bin/sh\n[ "$1" = is-enabled ] && echo disabled\n[ "$1" = is-active ] && echo inactive\nexit 0\n'
+    )
     systemctl.chmod(0o755)
     state = tmp_path / "state.json"
     _shutil.copy(standin / "state.json", state)
@@ -292,7 +294,11 @@ def standin_smi(tmp_path, monkeypatch):
         return result.result
 
     monkeypatch.setattr(acceptance, "_ansible", ansible)
-    monkeypatch.setattr(acceptance, "check_mode_settings", lambda work, settings: ansible("gpu_settings", acceptance.settings_args(work, settings), True))
+    monkeypatch.setattr(
+        acceptance,
+        "check_mode_settings",
+        lambda work, settings: ansible("gpu_settings", acceptance.settings_args(work, settings), True),
+    )
     return state, calls
 
 
@@ -321,7 +327,11 @@ def test_the_settings_step_sets_and_restores_a_power_limit_and_checks_a_clock_ch
 def test_the_settings_step_fails_when_the_limit_does_not_stick(tmp_path, standin_smi, monkeypatch):
     """Mutation: a module that says it set the limit but did not: the read-back fails the step."""
     real = acceptance._ansible
-    monkeypatch.setattr(acceptance, "_ansible", lambda name, args: {"changed": True} if "per_gpu" in args["settings"] else real(name, args))
+    monkeypatch.setattr(
+        acceptance,
+        "_ansible",
+        lambda name, args: {"changed": True} if "per_gpu" in args["settings"] else real(name, args),
+    )
     results = []
     acceptance.step_settings(lambda name, ok, detail: results.append((name, ok, detail)), tmp_path)
     assert results[0][:2] == ("settings: power limit set", False), results

@@ -60,14 +60,18 @@ def test_a_power_limit_share_is_applied_then_already_right(node):
     assert "ExecStart=" + str(STANDIN / "nvidia-smi") + " -i 0000:17:00.0 -pl 560" in unit
     assert "Before=kubelet.service" in unit
     assert "enable gpu-node-provisioning-gpu-settings.service" in (node / "systemctl.log").read_text()
-    assert first.result["diff"][0]["before"].startswith("GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3): power limit 700 W")
+    assert first.result["diff"][0]["before"].startswith(
+        "GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3): power limit 700 W"
+    )
     second = run_module(gpu_settings, args(node, power_limit="80%"))
     assert second.result["changed"] is False, second.result
     assert second.result["changes"] == []
 
 
 def test_check_mode_shows_the_change_and_changes_nothing(node):
-    result = run_module(gpu_settings, args(node, power_limit="300", compute_mode="EXCLUSIVE_PROCESS"), check_mode=True, diff=True)
+    result = run_module(
+        gpu_settings, args(node, power_limit="300", compute_mode="EXCLUSIVE_PROCESS"), check_mode=True, diff=True
+    )
     assert result.result["changed"] is True
     assert {(c["setting"], c["current"], c["wanted"]) for c in result.result["changes"]} == {
         ("power limit", "700 W", "300 W"),
@@ -81,7 +85,10 @@ def test_check_mode_shows_the_change_and_changes_nothing(node):
 def test_a_value_out_of_range_is_refused_naming_gpu_value_and_range(node):
     result = run_module(gpu_settings, args(node, power_limit="900"))
     assert result.failed
-    assert "GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3): power limit 900 W is outside its range 200-700 W" in result.result["msg"]
+    assert (
+        "GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3): power limit 900 W is outside its range 200-700 W"
+        in result.result["msg"]
+    )
     assert state(node)["gpus"][0]["power.limit"] == "700.00"  # nothing changed
     assert not (node / "etc").exists()
     clocks = run_module(gpu_settings, args(node, application_clocks="2619,2100"))
@@ -99,7 +106,11 @@ def test_clocks_and_compute_mode_are_applied_and_kept(node):
     result = run_module(gpu_settings, args(node, **wanted))
     assert not result.failed, result.result
     gpu = state(node)["gpus"][0]
-    assert (gpu["locked_gpu_clocks"], gpu["clocks.applications.graphics"], gpu["compute_mode"]) == ("1200,1800", "1980", "Exclusive_Process")
+    assert (gpu["locked_gpu_clocks"], gpu["clocks.applications.graphics"], gpu["compute_mode"]) == (
+        "1200,1800",
+        "1980",
+        "Exclusive_Process",
+    )
     assert run_module(gpu_settings, args(node, **wanted)).result["changed"] is False
 
 
@@ -131,7 +142,7 @@ def test_a_reset_bound_change_is_refused_while_a_process_holds_a_gpu(node):
 
 
 def test_module_params_go_to_modprobe_and_wait_for_a_reboot(node):
-    (node / "params").write_text("EnableGpuFirmware: 18\nRegistryDwords: \"\"\n")
+    (node / "params").write_text('EnableGpuFirmware: 18\nRegistryDwords: ""\n')
     result = run_module(gpu_settings, args(node, module_params={"NVreg_EnableGpuFirmware": 0}))
     assert not result.failed, result.result
     text = (node / "etc/modprobe.d/gpu-node-provisioning-nvidia.conf").read_text()
@@ -161,7 +172,10 @@ def test_persistence_goes_through_nvidia_persistenced(node):
     result = run_module(gpu_settings, args(node, persistence=True))
     assert not result.failed, result.result
     assert "enable --now nvidia-persistenced.service" in (node / "systemctl.log").read_text()
-    assert "Wants=nvidia-persistenced.service" in (node / "etc/systemd/system/gpu-node-provisioning-gpu-settings.service").read_text()
+    assert (
+        "Wants=nvidia-persistenced.service"
+        in (node / "etc/systemd/system/gpu-node-provisioning-gpu-settings.service").read_text()
+    )
 
 
 def test_the_record_is_what_the_doctor_compares(node):

@@ -30,7 +30,8 @@ def fake(log="clean.txt", gpus=None, nvlink=None, record=None, dcgm=None):
     gpus = gpus or [dict(g) for g in STATE["gpus"]]
     remapped = [dict(g["remapped_rows"], gpu_bus_id=g["pci.bus_id"]) for g in gpus]
     links = "".join(
-        f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n" + "".join(f"\t Link {n}: {s}\n" for n, s in enumerate(g["nvlink"] if nvlink is None else nvlink))
+        f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n"
+        + "".join(f"\t Link {n}: {s}\n" for n, s in enumerate(g["nvlink"] if nvlink is None else nvlink))
         for g in gpus
     )
     commands = {
@@ -78,11 +79,26 @@ def test_xid_79_fails_and_an_application_xid_warns():
 @pytest.mark.parametrize(
     ("change", "check", "status", "said"),
     [
-        ({"remapped_rows": {"remapped_rows.pending": "Yes", "remapped_rows.failure": "No"}}, health.REMAP, "fail", "a row remap is pending"),
-        ({"remapped_rows": {"remapped_rows.pending": "No", "remapped_rows.failure": "Yes"}}, health.REMAP, "fail", "row remapping failed"),
+        (
+            {"remapped_rows": {"remapped_rows.pending": "Yes", "remapped_rows.failure": "No"}},
+            health.REMAP,
+            "fail",
+            "a row remap is pending",
+        ),
+        (
+            {"remapped_rows": {"remapped_rows.pending": "No", "remapped_rows.failure": "Yes"}},
+            health.REMAP,
+            "fail",
+            "row remapping failed",
+        ),
         ({"ecc.errors.uncorrected.volatile.total": "3"}, health.ECC, "fail", "0000:2a:00.0: 3"),
         ({"pcie.link.width.current": "4"}, health.PCIE, "warn", "x4 of x16"),
-        ({"pcie.link.gen.current": "3", "clocks_event_reasons.gpu_idle": "Not Active"}, health.PCIE, "warn", "gen 3 of 5 while busy"),
+        (
+            {"pcie.link.gen.current": "3", "clocks_event_reasons.gpu_idle": "Not Active"},
+            health.PCIE,
+            "warn",
+            "gen 3 of 5 while busy",
+        ),
         ({"clocks_event_reasons.hw_thermal_slowdown": "Active"}, health.SLOWDOWN, "warn", "HW thermal slowdown"),
     ],
 )
@@ -113,7 +129,11 @@ def test_an_inactive_nvlink_fails():
 
 
 def test_settings_declared_against_current():
-    record = {"persistence": True, "module_params": {}, "gpus": [{"bus_id": "0000:17:00.0", "index": "0", "power_limit": 700.0, "ecc": True}]}
+    record = {
+        "persistence": True,
+        "module_params": {},
+        "gpus": [{"bus_id": "0000:17:00.0", "index": "0", "power_limit": 700.0, "ecc": True}],
+    }
     assert rows(fake(record=json.dumps(record)))[health.SETTINGS]["status"] == "ok"
     record["gpus"][0]["power_limit"] = 500.0
     row = rows(fake(record=json.dumps(record)))[health.SETTINGS]
@@ -140,7 +160,11 @@ def test_the_stand_in_answers_in_nvidia_smis_format():
     import subprocess
 
     smi = ROOT / "tests" / "fixtures" / "nvidia-smi-standin" / "nvidia-smi"
-    out = subprocess.run([smi, "--query-gpu=index,power.limit", "--format=csv"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [smi, "--query-gpu=index,power.limit", "--format=csv"], capture_output=True, text=True, check=True
+    ).stdout
     assert out.splitlines() == ["index, power.limit [W]", "0, 700.00 W", "1, 700.00 W"]
-    bad = subprocess.run([smi, "--query-gpu=index,no.such", "--format=csv"], capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        [smi, "--query-gpu=index,no.such", "--format=csv"], capture_output=True, text=True, check=False
+    )
     assert bad.returncode == 2 and 'Field "no.such" is not a valid field to query.' in bad.stdout
