@@ -259,5 +259,4 @@ class FilterModule:
             "gpu_fleet_report": gpu_fleet_report,
             "gpu_fleet_results": gpu_fleet_results,
             "gpu_fleet_files_pending": gpu_fleet_files_pending,
-            "gpu_node_health": gpu_node_health,
         }

@@ -31,6 +31,7 @@ ALWAYS_ROLES = {"gpu_node_facts"}
 ROLE_ORDER = [
     "gpu_node_facts",
     "nvidia_driver",
+    "gpu_settings",
     "nvidia_container_toolkit",
     "nvidia_mig",
     "fuse",
@@ -42,6 +43,7 @@ ROLE_ORDER = [
 # tag -> the roles whose own tasks it may select
 EXPECTED_ROLES = {
     "driver": {"nvidia_driver"},
+    "gpu_settings": {"gpu_settings"},
     "toolkit": {"nvidia_container_toolkit"},
     # the toolkit role's runtime registration, which includes roles/runtime_config
     "runtime": {"nvidia_container_toolkit"},
