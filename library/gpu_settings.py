@@ -45,6 +45,12 @@ options:
     description: Whether the node has an NVIDIA GPU (the gpu_node facts); without one the GPU settings are left alone.
     type: bool
     required: true
+  driver_loaded:
+    description:
+      - Whether the NVIDIA driver is loaded (the gpu_node facts). Where it is not (installed, waiting for the reboot),
+        the GPU settings are not read or applied and RV(pending) says to run the role again after the reboot.
+    type: bool
+    default: true
   drained:
     description:
       - Set by the rollout mechanism that drained the node; a reset-bound change then goes ahead while processes hold
@@ -314,7 +320,13 @@ def run(module, host) -> dict:
     files[params["modprobe_path"]] = modprobe_text(module_params, header) or None
     applies = declared(settings) and params["has_gpu"] and gpu_declared(settings)
     gpu_plan = None
-    if applies:
+    waiting = applies and not params["driver_loaded"]
+    if waiting:
+        # the driver is installed but not loaded yet: leave the GPU settings' files as they are, apply after the reboot
+        for path in (params["unit_path"], params["record_path"]):
+            files[path] = _text(path)
+        module.warn("The NVIDIA driver is not loaded: the GPU settings are applied when the role runs after the reboot")
+    elif applies:
         gpu_plan = plan(params, host, record)
         wanted = gpu_plan["wanted"]
         persistence = settings.get("persistence")
@@ -404,7 +416,9 @@ def run(module, host) -> dict:
                 if c["when"] == WHEN_RESET and c["key"] != "module_params"
             ]
     else:
-        result["pending"] = params_pending
+        result["pending"] = params_pending + (
+            ["GPU settings: run the role again after the reboot that loads the driver"] if waiting else []
+        )
     result["reboot_required"] = bool(result["pending"])
     if not module._diff:
         result.pop("diff")
@@ -449,6 +463,7 @@ def _must(host, argv: list) -> None:
 ARGUMENT_SPEC = dict(
     settings=dict(type="dict", required=True),
     has_gpu=dict(type="bool", required=True),
+    driver_loaded=dict(type="bool", default=True),
     drained=dict(type="bool", default=False),
     nvidia_smi=dict(type="path", default="/usr/bin/nvidia-smi"),
     gpu_tools=dict(type="path", default="/usr/local/bin/nvidia_gpu_tools.py"),

@@ -193,3 +193,15 @@ def test_the_record_is_what_the_doctor_compares(node):
     gpus[0]["power.limit"] = "700.00"
     differences, _ = compare_record(record, gpus)
     assert differences == ["GPU 0 (0000:17:00.0, NVIDIA H100 80GB HBM3) power limit 500 W (now 700 W)"]
+
+
+def test_a_driver_not_loaded_yet_waits_for_the_reboot(node):
+    """First converge: the driver role installed the driver, the reboot that loads it has not happened."""
+    result = run_module(
+        gpu_settings, {**args(node, power_limit="600"), "driver_loaded": False, "nvidia_smi": "/nonexistent"}
+    )
+    assert not result.failed, result.result
+    assert result.result["changed"] is False
+    assert result.result["reboot_required"] is True
+    assert "run the role again after the reboot" in result.result["pending"][0]
+    assert not (node / "etc").exists()
