@@ -65,10 +65,7 @@ def converge(node: Path, *extra: str, **variables):
         "__gpu_settings_unit_path": str(node / "etc" / "gpu-settings.service"),
         "__gpu_settings_modprobe_path": str(node / "etc" / "modprobe.d" / "gpu-node-provisioning-nvidia.conf"),
         "__gpu_node_facts_gpu_settings_record": str(node / "var" / "gpu-settings.json"),
-        "__gpu_settings_initramfs_argv": {
-            "Debian": [str(node / "bin" / "initramfs")],
-            "RedHat": [str(node / "bin" / "initramfs")],
-        },
+        "__gpu_settings_initramfs_argv": [str(node / "bin" / "initramfs")],
         **variables,
     }
     return run_local_playbook(node / "playbook.yml", "-e", json.dumps(extra_vars), "-e", "ansible_become=false", *extra)

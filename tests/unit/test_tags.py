@@ -146,6 +146,8 @@ def test_ansible_adds_no_argument_validation_to_any_role():
     # gpu_node_facts (tagged always) checks its one choice too, gpu_node_facts_gpu_allocation (issue 39), in its facts
     # task (its action runs the role_variables check: one task per play)
     checks |= {t["role"] for t in tasks if t["name"] == "Check the variables and gather the GPU node facts"}
+    # gpu_settings: one task on the no-op run, whose action runs the role_variables check before its module (issue 49)
+    checks |= {t["role"] for t in tasks if t["name"] == "Keep the GPUs at their declared settings"}
     assert checks == set(ROLE_ORDER)
 
 
