@@ -37,8 +37,15 @@ def driver_reload(host) -> None:
 
 
 def doctor(host) -> dict:
-    facts = host.ansible("gpu_node_facts", "root=/srv/gpu-standin gather_runtimes=false", check=False)
-    args = {"families": ["health"], "node": facts["ansible_facts"]["gpu_node"], **shared_doctor_params()}
+    # the gpu_node facts of the stand-in node (prepare.yml's sysfs: two GPUs on PCI, a loaded driver)
+    facts = {
+        "has_gpu": True,
+        "gpu_count": 2,
+        "nvidia_smi": "/usr/bin/nvidia-smi",
+        "gpus": [{"pci_address": "0000:17:00.0"}, {"pci_address": "0000:2a:00.0"}],
+        "driver": {"loaded": True, "version": "580.95.05"},
+    }
+    args = {"families": ["health"], "node": facts, **shared_doctor_params()}
     out = host.ansible("gpu_validate_checks", json.dumps(args), check=False)
     assert "checks" in out, out
     return {row["check"]: row for row in out["checks"]}
@@ -57,8 +64,10 @@ def test_the_boot_unit_is_enabled_before_the_kubelet_and_reapplies_after_a_reloa
     before = host.check_output(f"systemctl show -p Before --value {UNIT}")
     assert "kubelet.service" in before.split()
     driver_reload(host)
-    assert doctor(host)["GPU settings"]["status"] == "fail"  # the doctor sees the lost settings
-    host.check_output(f"systemctl restart {UNIT}")
+    try:
+        assert doctor(host)["GPU settings"]["status"] == "fail"  # the doctor sees the lost settings
+    finally:
+        host.check_output(f"systemctl restart {UNIT}")
     gpus = state(host)["gpus"]
     assert [g["power.limit"] for g in gpus] == ["560.00", "400.00"]
     assert [g.get("locked_gpu_clocks") for g in gpus] == ["1200,1800", "1200,1800"]
