@@ -42,7 +42,10 @@ def node(tmp_path, monkeypatch):
         device.mkdir(parents=True)
         for name, value in (("vendor", "0x10de"), ("device", "0x2330"), ("class", "0x030200"), ("numa_node", "0")):
             (device / name).write_text(value + "\n")
-    (root / "proc").mkdir()
+    (root / "proc" / "driver" / "nvidia").mkdir(parents=True)
+    (root / "proc" / "driver" / "nvidia" / "version").write_text(
+        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (stand-in)\n"
+    )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "nvidia-smi").symlink_to(STANDIN / "nvidia-smi")
