@@ -12,8 +12,8 @@ short_description: Run the GPU node doctor's checks on the node and return one r
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
     C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, cdi, mig, fabric, fuse, security, confinement, kubelet, dra), whatever the order of
-    O(families).
+    their order, isolation, doors, cdi, mig, fabric, health, fuse, security, confinement, kubelet, dra), whatever the
+    order of O(families).
     The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
     this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
@@ -55,7 +55,7 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fabric, fuse, security,
+    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fabric, health, fuse, security,
       confinement, kubelet, dra]
     required: true
   node:
@@ -199,6 +199,23 @@ options:
     type: list
     elements: path
     default: [/etc/cdi, /var/run/cdi]
+  xid_fail:
+    description:
+      - "The Xids that fail the row C(GPU health: Xid events) (the GPU needs a reset, a drain or a replacement in
+        NVIDIA's Xid catalogue); any other Xid since boot warns."
+    type: list
+    elements: int
+    default: [48, 64, 79, 94, 95, 119, 120, 154]
+  dcgm_diag:
+    description: Whether the V(health) family runs NVIDIA DCGM's level-1 diagnostics (C(dcgmi diag -r 1)) as a row.
+    type: bool
+    default: false
+  settings_record:
+    description:
+      - The gpu_settings role's record of the declared GPU settings (JSON), which the row C(GPU settings) compares with
+        the driver's values; empty, or no such file, skips the row.
+    type: path
+    default: ""
   mig_selected:
     description:
       - The MIG layout the V(mig) family checks. Empty (the default) reads it from the MIG manager's unit,
@@ -359,6 +376,7 @@ from ansible.module_utils.gpu_validate_dra import check_dra
 from ansible.module_utils.gpu_validate_driver import check_driver, check_toolkit
 from ansible.module_utils.gpu_validate_fabric import check_fabric
 from ansible.module_utils.gpu_validate_fuse import check_confinement, check_fuse, check_security
+from ansible.module_utils.gpu_validate_health import XID_FAIL, check_health
 from ansible.module_utils.gpu_validate_host import Node
 from ansible.module_utils.gpu_validate_kubelet import check_kubelet
 from ansible.module_utils.gpu_validate_mig import check_mig
@@ -374,6 +392,7 @@ FAMILIES = (
     "cdi",
     "mig",
     "fabric",
+    "health",
     "fuse",
     "security",
     "confinement",
@@ -440,6 +459,8 @@ def run_checks(params: dict, host: Node) -> dict:
         rows += check_mig(params, node, host)
     if "fabric" in families:
         rows += check_fabric(params, node, host)
+    if "health" in families:
+        rows += check_health(params, node, host)
     if "fuse" in families:
         rows += check_fuse(params, node, host)
     if "security" in families:
@@ -487,6 +508,9 @@ ARGUMENT_SPEC = dict(
     volume_mounts_allowed=dict(type="bool", default=False),
     envvar_allowed=dict(type="bool", default=False),
     cdi_spec_dirs=dict(type="list", elements="path", default=["/etc/cdi", "/var/run/cdi"]),
+    xid_fail=dict(type="list", elements="int", default=list(XID_FAIL)),
+    dcgm_diag=dict(type="bool", default=False),
+    settings_record=dict(type="path", default=""),
     mig_selected=dict(type="str", default=""),
     mig_config=dict(type="path", default="/etc/nvidia-mig-manager/config.yaml"),
     imex=dict(type="str", choices=["none", "host", "dra"], default="none"),

@@ -31,4 +31,5 @@ def shared_doctor_params() -> dict:
         "toolkit_config": shared["__gpu_node_facts_toolkit_config"],
         "dra_device_nodes_unit": shared["__gpu_node_facts_dra_device_nodes_unit"],
         "gpu_allocation": "device-plugin",
+        "settings_record": shared["__gpu_node_facts_gpu_settings_record"],
     }

@@ -34,6 +34,12 @@ Steps (each prints PASS or FAIL with what it compared):
      MIG_PARTED_SELECTED_CONFIG of nvidia-mig-manager.service): ok, the GPUs are in it as nvidia-smi reports them;
      where no layout is asked for the step says so and passes. Control on any GPU machine: a layout that wants GPU 0
      in the other MIG mode fails the row on the real nvidia-smi output (so the check above can fail).
+  7. The doctor's GPU health rows (family health, issue 49): every row is there with a status; each row's status and
+     detail are printed (a sick GPU fails its row: the step reports it, it is not the script's failure).
+  8. GPU settings (library/gpu_settings.py, its files in the temporary directory): a power limit on GPU 0 below the
+     current one (within power.min_limit) is set and read back with nvidia-smi, then the original limit restored and
+     read back; persistence mode through nvidia-persistenced is set (the unit's enabled/active state put back after);
+     a change of application clocks in check mode lists the change and leaves the GPU's clocks as they were.
   GPU_ACCEPTANCE_KEEP=<dir> keeps the generated spec and the runtime's configs and debug logs there.
 
 Without an NVIDIA GPU and loaded driver it refuses (exit 2) and says what is missing; it never runs in CI.
@@ -302,6 +308,97 @@ def step_mig(report, work: Path, facts: dict) -> None:
     )
 
 
+def step_health(report, facts: dict) -> None:
+    args = {"families": ["health"], "node": facts, **shared_doctor_params()}
+    rows = [r for r in _ansible("gpu_validate_checks", args)["checks"]]
+    health = [r for r in rows if r["check"].startswith("GPU health: ") or r["check"] == "GPU settings"]
+    # Xid events, row remapping, ECC errors, PCIe link, GPUs on PCI, clock slowdown, NVLink, and GPU settings
+    report("doctor: GPU health rows", len(health) >= 8, f"{len(health)} rows: {[r['check'] for r in health]}")
+    for row in health:
+        print(f"      {row['check']}: {row['status']}: {row['detail']}")
+
+
+def _smi_value(field: str, index: str = "0") -> str:
+    out = subprocess.run(
+        ["nvidia-smi", "-i", index, f"--query-gpu={field}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return out.strip()
+
+
+def settings_args(work: Path, settings: dict, systemctl: str = "true") -> dict:
+    """gpu_settings' arguments with every file it writes in ``work`` (nothing on the machine outside it)."""
+    return {
+        "settings": settings,
+        "has_gpu": True,
+        "nvidia_smi": shutil.which("nvidia-smi") or "nvidia-smi",
+        "unit_path": str(work / "gpu-settings.service"),
+        "record_path": str(work / "gpu-settings.json"),
+        "modprobe_path": str(work / "gpu-settings-modprobe.conf"),
+        "systemctl": systemctl,
+    }
+
+
+def step_settings(report, work: Path) -> None:
+    original = float(_smi_value("power.limit"))
+    low = float(_smi_value("power.min_limit"))
+    target = max(low, round(original * 0.9))
+    try:
+        _ansible("gpu_settings", settings_args(work, {"per_gpu": {"0": {"power_limit": f"{target:g}"}}}))
+        now = float(_smi_value("power.limit"))
+        report("settings: power limit set", abs(now - target) < 1, f"asked {target:g} W, nvidia-smi reads {now:g} W")
+    finally:
+        subprocess.run(["nvidia-smi", "-i", "0", "-pl", f"{original:g}"], capture_output=True, check=False)
+    back = float(_smi_value("power.limit"))
+    report("settings: power limit restored", abs(back - original) < 1, f"{back:g} W, was {original:g} W")
+    unit = "nvidia-persistenced.service"
+    enabled = subprocess.run(["systemctl", "is-enabled", unit], capture_output=True, text=True).stdout.strip()
+    active = subprocess.run(["systemctl", "is-active", unit], capture_output=True, text=True).stdout.strip()
+    try:
+        _ansible("gpu_settings", settings_args(work / "persistence", {"persistence": True}, "systemctl"))
+        mode = _smi_value("persistence_mode")
+        report("settings: persistence through nvidia-persistenced", mode == "Enabled", f"persistence_mode {mode}")
+    finally:
+        if enabled not in ("enabled", "static"):
+            subprocess.run(["systemctl", "disable", unit], capture_output=True, check=False)
+        if active != "active":
+            subprocess.run(["systemctl", "stop", unit], capture_output=True, check=False)
+    before = (_smi_value("clocks.applications.memory"), _smi_value("clocks.applications.graphics"))
+    clocks = f"{_smi_value('clocks.max.memory')},{_smi_value('clocks.max.graphics')}"
+    result = check_mode_settings(work / "check", {"per_gpu": {"0": {"application_clocks": clocks}}})
+    after = (_smi_value("clocks.applications.memory"), _smi_value("clocks.applications.graphics"))
+    listed = [c for c in result.get("changes", []) if c["setting"] == "application clocks"]
+    same = before == after and not (work / "check" / "gpu-settings.service").exists()
+    report(
+        "settings: --check of a clock change",
+        same and (bool(listed) or before == tuple(clocks.split(","))),
+        f"listed {listed}; clocks before {before}, after {after}",
+    )
+
+
+def check_mode_settings(work: Path, settings: dict) -> dict:
+    """gpu_settings in check mode (ansible --check) with its files in ``work``."""
+    env = dict(os.environ, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.minimal", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
+    argv = [
+        shutil.which("ansible") or str(Path(sys.executable).parent / "ansible"),
+        "localhost",
+        "-c",
+        "local",
+        "--check",
+    ]
+    argv += ["-i", "localhost,", "-e", f"ansible_python_interpreter={sys.executable}"]
+    argv += ["-m", "gpu_settings", "-a", json.dumps(settings_args(work, settings))]
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    try:
+        return json.loads(proc.stdout.split(" => ", 1)[1])
+    except (ValueError, IndexError):
+        raise RuntimeError(
+            f"ansible --check -m gpu_settings failed: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
+        ) from None
+
+
 def _keep(path: Path) -> None:
     """Copy a file the check made to $GPU_ACCEPTANCE_KEEP (when set), to read after the run."""
     keep = os.environ.get("GPU_ACCEPTANCE_KEEP")
@@ -473,6 +570,14 @@ def main() -> int:
             step_container(report, work, spec_dir, gpus)
         except Exception as error:
             report("containers", False, repr(error))
+        try:
+            step_health(report, facts)
+        except Exception as error:
+            report("doctor: GPU health", False, repr(error))
+        try:
+            step_settings(report, work)
+        except Exception as error:
+            report("GPU settings", False, repr(error))
     print(f"gpu_acceptance: {'FAILED: ' + ', '.join(failed) if failed else 'all steps passed'}")
     return 1 if failed else 0
 

@@ -33,6 +33,7 @@ APT_SLOT_FIRST = {"molecule-cgroup2": 0, "molecule": 8, "molecule-2": 16}
 SCENARIO_GROUPS = {
     "fleet": "molecule-2",
     "gpu_pods": "molecule-2",
+    "gpu_settings": "molecule-2",
     "installers": "molecule-2",
     "nvidia_container_toolkit": "molecule-2",
     "nvidia_runtime": "molecule-2",

@@ -10,18 +10,26 @@
     gpu-fleet-report.json and rendered by templates/fleet_report.html.j2:
 
         {"summary":  {"nodes": {"fail": 1, "warn": 0, "ok": 2, "none": 0, "total": 3},
+                      "drain": ["gpu-7"],                                     # the nodes to drain, first below
                       "cells": {"ok": .., "warn": .., "fail": .., "skipped": .., "total": ..}},
          "families": ["driver", "toolkit", "docker", ...],              # in the doctor's order
          "checks":   [{"check": name, "family": f, "fail": n, "warn": n}, ...],   # failures first
-         "nodes":    [{"host": h, "status": "fail|warn|ok|none", "summary": {...} or None,
+         "nodes":    [{"host": h, "status": "fail|warn|ok|none", "health": "fail|warn|ok|skipped|none",
+                       "drain": bool, "drain_reasons": ["<check>: <detail>", ...], "summary": {...} or None,
                        "cells": {check: {"status", "detail", "fix"}}}, ...]}       # failures first
 
-    Nodes: failed ones first (most failed checks first), then warn, ok and nodes without a result, each
+    Nodes: the nodes to drain first (a "GPU health: ..." row failed: gpu_node_health), then failed ones (most failed
+    checks first), then warn, ok and nodes without a result, each
     group by name. Checks: those failing on most nodes first, then warning ones, then the doctor's order.
     No time stamp: the files change only when a result changed.
 
 `gpu_fleet_results(hosts, hostvars)`
     Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report.
+
+`gpu_node_health(checks)`
+    A node's GPU health from its doctor rows (the "GPU health: ..." rows, family health): {status, drain, reasons}; the
+    fleet report's health column and its list of nodes to drain, and validate.json's "health" (automation cordons the
+    nodes whose drain is true).
 
 `gpu_fleet_files_pending(files)`
     Whether the fleet report must be written: ``files`` is a list of {path, content} on the controller; True when
@@ -37,8 +45,11 @@ Pure functions; the unit tests call them without Ansible.
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -61,6 +72,8 @@ FAMILY_RULES = (
     (r"^CDI spec", "cdi"),
     (r"^MIG$", "mig"),
     (r"^(IMEX|NVLink fabric)$", "fabric"),
+    (r"^GPU health:", "health"),
+    (r"^GPU settings$", "settings"),
     (r"(?i)^(/dev/fuse|fuse\b)", "fuse"),
     (r"(?i)^(apparmor|seccomp)\b", "security"),
     (r"(?i)^kubelet\b", "kubelet"),
@@ -76,6 +89,8 @@ FAMILY_ORDER = (
     "cdi",
     "mig",
     "fabric",
+    "health",
+    "settings",
     "fuse",
     "security",
     "kubelet",
@@ -134,7 +149,17 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
         host = str(entry["host"]).strip()
         checks = entry.get("checks")
         if checks is None:
-            documents.append({"host": host, "status": "none", "summary": None, "cells": {}})
+            documents.append(
+                {
+                    "host": host,
+                    "status": "none",
+                    "health": "none",
+                    "drain": False,
+                    "drain_reasons": [],
+                    "summary": None,
+                    "cells": {},
+                }
+            )
             continue
         rows = _rows(host, checks)
         for row in rows:
@@ -142,10 +167,14 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
                 order.append(row["check"])
         counts = {status: sum(1 for row in rows if row["status"] == status) for status in STATUSES}
         status = "fail" if counts["fail"] else "warn" if counts["warn"] else "ok"
+        health = gpu_node_health(rows)
         documents.append(
             {
                 "host": host,
                 "status": status,
+                "health": health["status"],
+                "drain": health["drain"],
+                "drain_reasons": health["reasons"],
                 "summary": {**counts, "total": len(rows), "status": status},
                 "cells": {row["check"]: {k: row[k] for k in ("status", "detail", "fix")} for row in rows},
             }
@@ -161,6 +190,7 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
     checks.sort(key=lambda c: (-c["fail"], -c["warn"]))  # stable: the doctor's order within equal counts
     documents.sort(
         key=lambda d: (
+            not d["drain"],
             NODE_STATUSES.index(d["status"]),
             -(d["summary"] or {}).get("fail", 0),
             -(d["summary"] or {}).get("warn", 0),
@@ -174,12 +204,30 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
     return {
         "summary": {
             "nodes": {**node_counts, "total": len(documents)},
+            "drain": [d["host"] for d in documents if d["drain"]],
             "cells": {**cell_counts, "total": sum(cell_counts.values())},
         },
         "families": families,
         "checks": checks,
         "nodes": documents,
     }
+
+
+def _controller_files():
+    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
+    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
+    the files it loads."""
+    name = "gpu_node_provisioning_controller_files"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+gpu_node_health = _controller_files().load_module_util("gpu_validate_logic").node_health
 
 
 def gpu_fleet_results(hosts, hostvars, name: str = "gpu_validate_results") -> list:

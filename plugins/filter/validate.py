@@ -17,7 +17,8 @@ Each check of the role is data, a mapping with four keys:
     warned, else ok (checks that were skipped do not make a node bad).
 
 `gpu_validate_report(results, host="")`
-    The JSON document written to validate.json: host, summary and the checks.
+    The JSON document written to validate.json: host, summary, health ({status, drain, reasons}: drain is true when a
+    "GPU health: ..." row failed, for automation that cordons such nodes) and the checks.
 
 `gpu_validate_failure(results, host="", report_dir="")`
     The message a node fails with when checks failed: how many, each failed check with its detail and fix,
@@ -155,7 +156,12 @@ def gpu_validate_table(results, host: str = "", detail_width: int = DETAIL_WIDTH
 def gpu_validate_report(results, host: str = "") -> dict:
     """The document written to validate.json."""
     checks = _checks(results)
-    return {"host": host, "summary": gpu_validate_summary(checks), "checks": checks}
+    return {
+        "host": host,
+        "summary": gpu_validate_summary(checks),
+        "health": _logic.node_health(checks),
+        "checks": checks,
+    }
 
 
 def gpu_validate_failure(results, host: str = "", report_dir: str = "") -> str:
@@ -188,7 +194,7 @@ def gpu_validate_files_pending(states, files, mode: str = "0644") -> bool:
 
 
 # The families of the node-side module, in its order; the optional ones follow their switch.
-FAMILIES = ("driver", "toolkit", "docker", "containerd", "crio", "isolation", "doors", "cdi", "mig", "fabric")
+FAMILIES = ("driver", "toolkit", "docker", "containerd", "crio", "isolation", "doors", "cdi", "mig", "fabric", "health")
 OPTIONAL_FAMILIES = (
     ("check_fuse", ("fuse", "confinement")),
     ("check_security", ("security",)),
@@ -234,6 +240,7 @@ def _controller_files():
 
 
 _logic = _controller_files().load_module_util("gpu_validate_logic")
+
 gpu_validate_userns_missing = _logic.userns_missing
 
 

@@ -403,3 +403,23 @@ def userns_missing(node, feature_gates=None) -> list:
     elif kubelet_version < USERNS_KUBELET_LOCKED_ON and gate is False:
         missing.append(f"the kubelet feature gate {USERNS_GATE} (set to false)")
     return missing
+
+
+# The doctor's GPU health rows (gpu_validate_health.py) are named "GPU health: <what>"; a failed one means the GPU needs
+# a reset, a drain or a replacement.
+HEALTH_PREFIX = "GPU health: "
+
+
+def node_health(checks) -> dict:
+    """A node's GPU health from its doctor rows: {status, drain, reasons}. status: the worst of its "GPU health: ..."
+    rows (fail, warn, ok; "skipped" where all were skipped, "none" where it has none); drain: whether one of them
+    failed; reasons: "<check>: <detail>" of each failed one (validate.json's "health", the fleet report's column)."""
+    rows = [row for row in checks or [] if str(row.get("check") or "").startswith(HEALTH_PREFIX)]
+    failed = [row for row in rows if row.get("status") == "fail"]
+    statuses = {row.get("status") for row in rows}
+    status = next((s for s in ("fail", "warn", "ok") if s in statuses), "skipped" if rows else "none")
+    return {
+        "status": status,
+        "drain": bool(failed),
+        "reasons": [f"{row['check']}: {row.get('detail', '')}" for row in failed],
+    }

@@ -72,6 +72,7 @@ def test_failing_nodes_and_failing_checks_come_first_and_missing_nodes_last():
     assert report["checks"][0] == {"check": "NVIDIA driver", "family": "driver", "fail": 1, "warn": 0}
     assert report["summary"] == {
         "nodes": {"fail": 1, "warn": 1, "ok": 1, "none": 1, "total": 4},
+        "drain": [],
         "cells": {"ok": 9, "warn": 1, "fail": 2, "skipped": 0, "total": 12},
     }
     assert report["families"] == ["driver", "docker", "fuse", "kubelet"]
@@ -82,7 +83,15 @@ def test_failing_nodes_and_failing_checks_come_first_and_missing_nodes_last():
         "detail": "missing <dev>",
         "fix": "modprobe fuse & retry",
     }
-    assert report["nodes"][3] == {"host": "b-none", "status": "none", "summary": None, "cells": {}}
+    assert report["nodes"][3] == {
+        "host": "b-none",
+        "status": "none",
+        "health": "none",
+        "drain": False,
+        "drain_reasons": [],
+        "summary": None,
+        "cells": {},
+    }
 
 
 def test_the_node_with_more_failures_comes_first():
@@ -151,3 +160,28 @@ def test_the_page_lists_failing_rows_first_escapes_node_text_and_loads_nothing()
 def test_the_results_of_each_host_from_hostvars_and_none_for_a_host_without():
     hostvars = {"a": {"gpu_validate_results": GOOD}, "b": {"other": 1}}
     assert fleet.gpu_fleet_results(["a", "b", "c"], hostvars) == [GOOD, None, None]
+
+
+def test_nodes_to_drain_come_first_with_their_reasons():
+    """A failed "GPU health: ..." row (the GPU needs a reset, a drain or a replacement) puts the node first, in the
+    summary's drain list and its health column; a failed row of another family (a config row) does not."""
+    sick = [
+        *GOOD,
+        {"check": "GPU health: Xid events", "status": "fail", "detail": "Xid 79 on 0000:2a:00", "fix": "drain"},
+    ]
+    warm = [
+        *GOOD,
+        {"check": "GPU health: clock slowdown", "status": "warn", "detail": "HW thermal slowdown", "fix": "cool"},
+    ]
+    report = fleet.gpu_fleet_report(
+        [
+            {"host": "a-config", "checks": FAILING},
+            {"host": "z-sick", "checks": sick},
+            {"host": "m-warm", "checks": warm},
+        ]
+    )
+    assert [n["host"] for n in report["nodes"]] == ["z-sick", "a-config", "m-warm"]
+    assert report["summary"]["drain"] == ["z-sick"]
+    assert [(n["health"], n["drain"]) for n in report["nodes"]] == [("fail", True), ("none", False), ("warn", False)]
+    assert report["nodes"][0]["drain_reasons"] == ["GPU health: Xid events: Xid 79 on 0000:2a:00"]
+    assert "health" in report["families"]

@@ -83,6 +83,14 @@ def test_the_shared_platform_values_apparmor_and_the_kubelet_env_file(platform):
         "__gpu_node_facts_kubelet_env_file_default": (
             "/etc/sysconfig/kubelet" if platform in REDHAT_FAMILY else "/etc/default/kubelet"
         ),
+        # gpu_settings' NVreg_* parameters: the initramfs rebuilt after a modprobe.d change
+        "__gpu_node_facts_initramfs_command": (
+            ["dracut", "-f"]
+            if platform in REDHAT_FAMILY
+            else ["update-initramfs", "-u"]
+            if platform in DEBIAN_FAMILY
+            else []
+        ),
     }
     for role in ("kubelet", "gpu_validate", "security_profiles"):
         assert not set(data) & set(platform_data(role, platform)), role

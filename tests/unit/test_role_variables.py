@@ -32,7 +32,10 @@ CHECKED_ROLES = ROLES
 TASK_NAME = "Check the {role} variables"
 # gpu_node_facts runs in every play (the other roles' dependency), so it has one task there, not two: its facts action
 # (plugins/action/gpu_node_facts.py) runs the role_variables check on its own spec and checks before it reads the node.
-CHECKING_TASKS = {"gpu_node_facts": ("gpu_node_facts", "Check the variables and gather the GPU node facts")}
+CHECKING_TASKS = {
+    "gpu_node_facts": ("gpu_node_facts", "Check the variables and gather the GPU node facts"),
+    "gpu_settings": ("gpu_settings", "Keep the GPUs at their declared settings"),
+}
 
 
 def check_task_name(role: str) -> str:

@@ -31,6 +31,7 @@ ALWAYS_ROLES = {"gpu_node_facts"}
 ROLE_ORDER = [
     "gpu_node_facts",
     "nvidia_driver",
+    "gpu_settings",
     "nvidia_container_toolkit",
     "nvidia_mig",
     "fuse",
@@ -42,6 +43,7 @@ ROLE_ORDER = [
 # tag -> the roles whose own tasks it may select
 EXPECTED_ROLES = {
     "driver": {"nvidia_driver"},
+    "gpu_settings": {"gpu_settings"},
     "toolkit": {"nvidia_container_toolkit"},
     # the toolkit role's runtime registration, which includes roles/runtime_config
     "runtime": {"nvidia_container_toolkit"},
@@ -144,6 +146,8 @@ def test_ansible_adds_no_argument_validation_to_any_role():
     # gpu_node_facts (tagged always) checks its one choice too, gpu_node_facts_gpu_allocation (issue 39), in its facts
     # task (its action runs the role_variables check: one task per play)
     checks |= {t["role"] for t in tasks if t["name"] == "Check the variables and gather the GPU node facts"}
+    # gpu_settings: one task on the no-op run, whose action runs the role_variables check before its module (issue 49)
+    checks |= {t["role"] for t in tasks if t["name"] == "Keep the GPUs at their declared settings"}
     assert checks == set(ROLE_ORDER)
 
 

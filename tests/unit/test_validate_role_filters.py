@@ -35,7 +35,7 @@ OLD_RUNTIMES = (
     "else []))\n   | unique | list }}"
 )
 OLD_FAMILIES = (
-    "{{ ['driver', 'toolkit', 'docker', 'containerd', 'crio', 'isolation', 'doors', 'cdi', 'mig', 'fabric']\n"
+    "{{ ['driver', 'toolkit', 'docker', 'containerd', 'crio', 'isolation', 'doors', 'cdi', 'mig', 'fabric', 'health']\n"
     "   + (['fuse', 'confinement'] if gpu_validate_check_fuse | bool else [])\n"
     "   + (['security'] if gpu_validate_check_security | bool else []) + (['kubelet', 'dra'] if "
     "gpu_validate_check_kubelet | bool else []) }}"
