@@ -264,8 +264,8 @@ def test_platform_file_and_support(platform, vars_file, family, known, supported
 # What each platform's one file gives it, as the release files gave before the one mechanism (issue 40): default
 # branch, the branches its archive packages, EL's module streams, package manager, pin form, open modules packaged.
 PLATFORM_DATA = {
-    "debian12": ("535", ["535"], False, "apt", "=", "-*", True),
-    "debian13": ("550", ["550"], False, "apt", "=", "-*", True),
+    "debian12": ("580", [], False, "apt", "=", "-*", True),
+    "debian13": ("580", [], False, "apt", "=", "-*", True),
     "forky": ("", [], False, "apt", "=", "-*", True),
     "ubuntu2204": ("580", [], False, "apt", "=", "-*", True),
     "ubuntu2404": ("580", [], False, "apt", "=", "-*", True),
@@ -337,8 +337,8 @@ def test_the_releases_filter_reads_each_platform_files_releases(tmp_path):
 @pytest.mark.parametrize(
     ("platform", "branch", "choices"),
     [
-        ("debian12", "535", ["535"]),
-        ("debian13", "550", ["550"]),
+        ("debian12", "580", []),
+        ("debian13", "580", []),
         ("forky", "", []),
         ("ubuntu2204", "580", []),
         ("rocky9", "580", []),
@@ -720,11 +720,129 @@ def test_el_fabric_manager_gets_the_installed_driver_version():
         ),
     ],
 )
-def test_debian_packages(platform, variables, specs, holds):
-    role = Role(platform, **variables)
+def test_debian_archive_packages(platform, variables, specs, holds):
+    role = Role(platform, nvidia_driver_debian_cuda_repo=False, **variables)
     assert role["__nvidia_driver_package_specs"] == specs
     assert role["__nvidia_driver_hold_packages"] == holds
     assert role["__nvidia_driver_fabricmanager_package"] == ""
+
+
+CUDA_KEY = "EB693B3035CD5710E231E123A4B469963BF863CC"
+
+
+@pytest.mark.parametrize(
+    ("platform", "variables", "specs", "holds", "module"),
+    [
+        (
+            "debian12",
+            {},
+            ["nvidia-driver-cuda=580.*", "nvidia-kernel-dkms=580.*", "nvidia-persistenced=580.*"],
+            ["nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-persistenced"],
+            "nvidia",
+        ),
+        (
+            "debian13",
+            {"nvidia_driver_flavour": "open", "nvidia_driver_persistenced": False},
+            ["nvidia-driver-cuda=580.*", "nvidia-kernel-open-dkms=580.*"],
+            ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"],
+            "nvidia",
+        ),
+        (
+            "debian13",
+            {"nvidia_driver_version": "595.58.03", "nvidia_driver_flavour": "open"},
+            ["nvidia-driver-cuda=595.58.03-*", "nvidia-kernel-open-dkms=595.58.03-*", "nvidia-persistenced=595.58.03-*"],
+            ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"],
+            "nvidia",
+        ),
+        (
+            "debian12",
+            {"nvidia_driver_branch": "595"},
+            ["nvidia-driver-cuda=595.*", "nvidia-kernel-dkms=595.*", "nvidia-persistenced=595.*"],
+            ["nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-persistenced"],
+            "nvidia",
+        ),
+        (
+            "debian12",
+            {"nvidia_driver_debian_cuda_repo": False, "nvidia_driver_flavour": "open"},
+            ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp", "firmware-misc-nonfree", "nvidia-persistenced"],
+            ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp"],
+            "nvidia-current-open",
+        ),
+    ],
+)
+def test_debian_cuda_repository_packages(platform, variables, specs, holds, module):
+    """NVIDIA's CUDA repository (the default on Debian 12 and 13): the compute-only packages, pinned to the branch
+    (every branch is in one suite) or to nvidia_driver_version, and held; the archive's names without it."""
+    role = Role(platform, **variables)
+    assert role["__nvidia_driver_package_specs"] == specs
+    assert role["__nvidia_driver_hold_packages"] == holds
+    assert role["__nvidia_driver_module_name"] == module
+    assert role["__nvidia_driver_version_package"] == holds[1]
+
+
+def test_debian_cuda_repository_takes_any_branch_the_archive_one():
+    assert Role("debian12", nvidia_driver_branch="595").check("branch_packaged")
+    archive = Role("debian12", nvidia_driver_debian_cuda_repo=False, nvidia_driver_branch="580")
+    assert not archive.check("branch_packaged")
+    assert "set nvidia_driver_debian_cuda_repo to true" in archive.check_message("branch_packaged")
+    # a Debian release without a CUDA repository keeps its archive
+    assert Role("forky")["__nvidia_driver_debian_cuda"] is False
+
+
+@pytest.mark.parametrize(
+    ("platform", "arch", "variables", "uri"),
+    [
+        ("debian12", "x86_64", {}, f"{CUDA}/debian12/x86_64/"),
+        ("debian13", "aarch64", {}, f"{CUDA}/debian13/sbsa/"),
+        ("debian13", "x86_64", {"nvidia_driver_cuda_repo_url": "http://127.0.0.1:8766/cuda/"}, "http://127.0.0.1:8766/cuda/debian13/x86_64/"),
+    ],
+)
+def test_debian_cuda_repository_source_and_key(platform, arch, variables, uri):
+    """One variable (nvidia_driver_cuda_repo_url) moves the source and the key to a mirror; the key is the
+    repository's own signed-by keyring."""
+    role = Role(platform, arch=arch, **variables)
+    assert role["__nvidia_driver_cuda_apt_uri"] == uri
+    assert role["__nvidia_driver_cuda_key_url"] == uri + "3bf863cc.pub"
+    assert role["__nvidia_driver_cuda_source_file"] == "/etc/apt/sources.list.d/nvidia-driver-cuda.list"
+    assert role["__nvidia_driver_cuda_keyring_path"] == "/usr/share/keyrings/nvidia-driver-cuda-keyring.gpg"
+    assert role["__nvidia_driver_cuda_fingerprint"] == CUDA_KEY
+
+
+def _probe(stdout: str, rc: int = 0) -> dict:
+    return {"__nvidia_driver_cuda_probe": {"rc": rc, "stdout_lines": stdout.splitlines()}}
+
+
+@pytest.mark.parametrize(
+    ("stdout", "rc", "problem"),
+    [
+        (f"fpr:{CUDA_KEY}\nHit:1 http://127.0.0.1:8766/cuda/debian13/x86_64  InRelease\nReading package lists...", 0, ""),
+        ("fpr:0123456789ABCDEF0123456789ABCDEF01234567\nHit:1 x InRelease", 0, "has the fingerprint(s) 0123456789ABCDEF"),
+        (f"fpr:{CUDA_KEY}\nfpr:0123456789ABCDEF0123456789ABCDEF01234567", 0, "expects exactly EB693B30"),
+        ("gpg: no valid OpenPGP data found.", 2, "has no OpenPGP key"),
+        (
+            f"fpr:{CUDA_KEY}\nErr:1 http://m/debian13/x86_64  InRelease\n  The following signatures couldn't be verified"
+            "\nW: GPG error: http://m/debian13/x86_64  InRelease: NO_PUBKEY 1234",
+            0,
+            "apt refused NVIDIA's CUDA repository",
+        ),
+        (f"fpr:{CUDA_KEY}\nE: The repository 'http://m/debian13/x86_64  Release' is not signed.", 100, "is not signed"),
+    ],
+)
+def test_debian_cuda_repository_key_and_signature_checks(stdout, rc, problem):
+    """tasks/repository_debian_cuda.yml refuses (nothing written) unless the key file holds exactly the expected key and
+    apt accepts the repository's signature with it."""
+    text = " ".join((Role("debian13", **_probe(stdout, rc))["__nvidia_driver_cuda_probe_problem"] or "").split())
+    if problem:
+        assert problem in text
+        assert "Nothing was written" in text
+    else:
+        assert text == ""
+
+
+def test_debian_cuda_repository_fingerprint_must_be_a_fingerprint():
+    assert Role("debian12", nvidia_driver_cuda_repo_key_fingerprint="eb69 3b30 35cd 5710 e231 e123 a4b4 6996 3bf8 63cc").variable_errors() == []
+    (error,) = Role("debian12", nvidia_driver_cuda_repo_key_fingerprint="3bf863cc").variable_errors()
+    assert "nvidia_driver_cuda_repo_key_fingerprint" in error
 
 
 @pytest.mark.parametrize(
@@ -767,7 +885,7 @@ def test_named_kernel_headers_replace_the_derived_ones():
 
 @pytest.mark.parametrize(("flavour", "module"), [("proprietary", "nvidia-current"), ("open", "nvidia-current-open")])
 def test_debian_module_name(flavour, module):
-    role = Role("debian13", nvidia_driver_flavour=flavour)
+    role = Role("debian13", nvidia_driver_debian_cuda_repo=False, nvidia_driver_flavour=flavour)
     assert role["__nvidia_driver_module_name"] == module
     assert role["__nvidia_driver_initramfs_command"] == ["update-initramfs", "-u"]
 
@@ -1111,14 +1229,18 @@ def test_preflight_branch_and_version_must_agree(branch, version, valid):
     assert (role.variable_errors() == []) is valid
 
 
+ARCHIVE = "nvidia_driver_debian_cuda_repo"
+
+
 @pytest.mark.parametrize(
     ("platform", "variables", "valid"),
     [
-        ("debian12", {}, True),
-        ("debian12", {"nvidia_driver_branch": "535"}, True),
-        ("debian12", {"nvidia_driver_branch": "550"}, False),
-        ("debian13", {"nvidia_driver_version": "535.216.01"}, False),
-        ("debian13", {"nvidia_driver_version": "550.163.01"}, True),
+        ("debian12", {ARCHIVE: False}, True),
+        ("debian12", {ARCHIVE: False, "nvidia_driver_branch": "535"}, True),
+        ("debian12", {ARCHIVE: False, "nvidia_driver_branch": "550"}, False),
+        ("debian13", {ARCHIVE: False, "nvidia_driver_version": "535.216.01"}, False),
+        ("debian13", {ARCHIVE: False, "nvidia_driver_version": "550.163.01"}, True),
+        ("debian13", {"nvidia_driver_version": "535.216.01"}, True),
         ("forky", {"nvidia_driver_branch": "560"}, True),
         ("ubuntu2204", {"nvidia_driver_branch": "535"}, True),
     ],
@@ -1150,10 +1272,14 @@ def test_nouveau_blacklist_template():
     )
 
 
-@pytest.mark.parametrize(("platform", "module"), [("ubuntu2404", "nvidia"), ("debian12", "nvidia-current")])
-def test_module_parameters_template(platform, module):
+@pytest.mark.parametrize(
+    ("platform", "archive", "module"),
+    [("ubuntu2404", False, "nvidia"), ("debian12", True, "nvidia-current"), ("debian12", False, "nvidia")],
+)
+def test_module_parameters_template(platform, archive, module):
     role = Role(
         platform,
+        nvidia_driver_debian_cuda_repo=not archive,
         nvidia_driver_module_params={
             "NVreg_EnableGpuFirmware": 0,
             "NVreg_DeviceFileMode": "0660",
@@ -1177,6 +1303,8 @@ ENABLED_580_DKMS = "nvidia-driver 580-dkms [e] default [d], fm, ks, src  Nvidia 
     [
         ("debian12", {}, False),
         ("debian12", {"__nvidia_driver_apt_components_result": {"changed": True}}, True),
+        ("debian12", {"__nvidia_driver_cuda_source": {"changed": True}}, True),
+        ("debian13", {"__nvidia_driver_cuda_keyring_file": {"changed": True}}, True),
         ("ubuntu2204", {"__nvidia_driver_cuda_keyring": {"changed": True}}, True),
         ("rocky9", {"__nvidia_driver_module_list": {"rc": 1, "stdout": ""}}, True),
         ("rocky9", {"__nvidia_driver_module_list": {"rc": 0, "stdout": ENABLED_580_DKMS}}, False),
