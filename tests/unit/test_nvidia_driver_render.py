@@ -750,7 +750,11 @@ CUDA_KEY = "EB693B3035CD5710E231E123A4B469963BF863CC"
         (
             "debian13",
             {"nvidia_driver_version": "595.58.03", "nvidia_driver_flavour": "open"},
-            ["nvidia-driver-cuda=595.58.03-*", "nvidia-kernel-open-dkms=595.58.03-*", "nvidia-persistenced=595.58.03-*"],
+            [
+                "nvidia-driver-cuda=595.58.03-*",
+                "nvidia-kernel-open-dkms=595.58.03-*",
+                "nvidia-persistenced=595.58.03-*",
+            ],
             ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"],
             "nvidia",
         ),
@@ -764,7 +768,13 @@ CUDA_KEY = "EB693B3035CD5710E231E123A4B469963BF863CC"
         (
             "debian12",
             {"nvidia_driver_debian_cuda_repo": False, "nvidia_driver_flavour": "open"},
-            ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp", "firmware-misc-nonfree", "nvidia-persistenced"],
+            [
+                "nvidia-driver",
+                "nvidia-open-kernel-dkms",
+                "firmware-nvidia-gsp",
+                "firmware-misc-nonfree",
+                "nvidia-persistenced",
+            ],
             ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp"],
             "nvidia-current-open",
         ),
@@ -794,7 +804,12 @@ def test_debian_cuda_repository_takes_any_branch_the_archive_one():
     [
         ("debian12", "x86_64", {}, f"{CUDA}/debian12/x86_64/"),
         ("debian13", "aarch64", {}, f"{CUDA}/debian13/sbsa/"),
-        ("debian13", "x86_64", {"nvidia_driver_cuda_repo_url": "http://127.0.0.1:8766/cuda/"}, "http://127.0.0.1:8766/cuda/debian13/x86_64/"),
+        (
+            "debian13",
+            "x86_64",
+            {"nvidia_driver_cuda_repo_url": "http://127.0.0.1:8766/cuda/"},
+            "http://127.0.0.1:8766/cuda/debian13/x86_64/",
+        ),
     ],
 )
 def test_debian_cuda_repository_source_and_key(platform, arch, variables, uri):
@@ -815,12 +830,21 @@ def _probe(stdout: str, rc: int = 0) -> dict:
 @pytest.mark.parametrize(
     ("stdout", "rc", "problem"),
     [
-        (f"fpr:{CUDA_KEY}\nHit:1 http://127.0.0.1:8766/cuda/debian13/x86_64  InRelease\nReading package lists...", 0, ""),
-        ("fpr:0123456789ABCDEF0123456789ABCDEF01234567\nHit:1 x InRelease", 0, "has the fingerprint(s) 0123456789ABCDEF"),
+        (
+            f"fpr:{CUDA_KEY}\nHit:1 http://127.0.0.1:8766/cuda/debian13/x86_64  InRelease\nReading package lists...",
+            0,
+            "",
+        ),
+        (
+            "fpr:0123456789ABCDEF0123456789ABCDEF01234567\nHit:1 x InRelease",
+            0,
+            "has the fingerprint(s) 0123456789ABCDEF",
+        ),
         (f"fpr:{CUDA_KEY}\nfpr:0123456789ABCDEF0123456789ABCDEF01234567", 0, "expects exactly EB693B30"),
         ("gpg: no valid OpenPGP data found.", 2, "has no OpenPGP key"),
         (
-            f"fpr:{CUDA_KEY}\nErr:1 http://m/debian13/x86_64  InRelease\n  The following signatures couldn't be verified"
+            f"fpr:{CUDA_KEY}\nErr:1 http://m/debian13/x86_64  InRelease\n  The following signatures couldn't be"
+            " verified"
             "\nW: GPG error: http://m/debian13/x86_64  InRelease: NO_PUBKEY 1234",
             0,
             "apt refused NVIDIA's CUDA repository",
@@ -840,7 +864,12 @@ def test_debian_cuda_repository_key_and_signature_checks(stdout, rc, problem):
 
 
 def test_debian_cuda_repository_fingerprint_must_be_a_fingerprint():
-    assert Role("debian12", nvidia_driver_cuda_repo_key_fingerprint="eb69 3b30 35cd 5710 e231 e123 a4b4 6996 3bf8 63cc").variable_errors() == []
+    assert (
+        Role(
+            "debian12", nvidia_driver_cuda_repo_key_fingerprint="eb69 3b30 35cd 5710 e231 e123 a4b4 6996 3bf8 63cc"
+        ).variable_errors()
+        == []
+    )
     (error,) = Role("debian12", nvidia_driver_cuda_repo_key_fingerprint="3bf863cc").variable_errors()
     assert "nvidia_driver_cuda_repo_key_fingerprint" in error
 
