@@ -45,6 +45,14 @@ PLATFORMS = {
         "os_family": "Debian",
         "kernel": "6.8.0-45-generic",
     },
+    "ubuntu2604": {
+        "distribution": "Ubuntu",
+        "distribution_major_version": "26",
+        "distribution_version": "26.04",
+        "distribution_release": "resolute",
+        "os_family": "Debian",
+        "kernel": "7.0.0-44-generic",
+    },
     "rocky8": {
         "distribution": "Rocky",
         "distribution_major_version": "8",
@@ -238,6 +246,7 @@ class Role:
     [
         ("ubuntu2204", "Ubuntu.yml", "ubuntu", True, True),
         ("ubuntu2404", "Ubuntu.yml", "ubuntu", True, True),
+        ("ubuntu2604", "Ubuntu.yml", "ubuntu", True, True),
         ("ubuntu2004", "Ubuntu.yml", "ubuntu", False, False),
         ("rocky8", "RedHat.yml", "el", True, True),
         ("rocky9", "RedHat.yml", "el", True, True),
@@ -269,6 +278,7 @@ PLATFORM_DATA = {
     "forky": ("", [], False, "apt", "=", "-*", True),
     "ubuntu2204": ("580", [], False, "apt", "=", "-*", True),
     "ubuntu2404": ("580", [], False, "apt", "=", "-*", True),
+    "ubuntu2604": ("580", ["580", "595", "615"], False, "apt", "=", "-*", True),
     "rocky8": ("580", [], True, "dnf", "-", "", True),
     "rocky9": ("580", [], True, "dnf", "-", "", True),
     "alma9": ("580", [], True, "dnf", "-", "", True),
@@ -320,7 +330,7 @@ def test_the_refusal_names_the_releases_with_a_file_of_their_own():
     assert not role.check("platform")
     assert role.check_message("platform") == (
         "The nvidia_driver role supports Debian and the releases its vars/ platform files list:"
-        " Debian 12, Debian 13, RedHat 10, RedHat 8, RedHat 9, Ubuntu 22, Ubuntu 24"
+        " Debian 12, Debian 13, RedHat 10, RedHat 8, RedHat 9, Ubuntu 22, Ubuntu 24, Ubuntu 26"
         " (RedHat: RHEL, Rocky Linux and AlmaLinux); node1 runs Ubuntu 20.04."
     )
 
@@ -328,7 +338,16 @@ def test_the_refusal_names_the_releases_with_a_file_of_their_own():
 def test_the_releases_filter_reads_each_platform_files_releases(tmp_path):
     releases = load_module("nvidia_driver_platforms", subdir="plugins/filter").nvidia_driver_releases
     files = sorted(str(path) for path in (ROLE / "vars").glob("*.yml"))
-    assert releases(files) == ["Debian 12", "Debian 13", "RedHat 10", "RedHat 8", "RedHat 9", "Ubuntu 22", "Ubuntu 24"]
+    assert releases(files) == [
+        "Debian 12",
+        "Debian 13",
+        "RedHat 10",
+        "RedHat 8",
+        "RedHat 9",
+        "Ubuntu 22",
+        "Ubuntu 24",
+        "Ubuntu 26",
+    ]
     (tmp_path / "Foo.yml").write_text("__nvidia_driver_releases: [1]\n")
     with pytest.raises(AnsibleFilterError, match=r"Foo[.]yml: __nvidia_driver_releases must map a major version"):
         releases([str(tmp_path / "Foo.yml")])
@@ -422,7 +441,7 @@ def test_branch_comes_from_the_version_when_only_the_version_is_set():
         ),
     ],
 )
-@pytest.mark.parametrize("platform", ["ubuntu2204", "ubuntu2404"])
+@pytest.mark.parametrize("platform", ["ubuntu2204", "ubuntu2404", "ubuntu2604"])
 def test_ubuntu_packages(platform, variables, specs, holds, version_package):
     role = Role(platform, **variables)
     assert role["__nvidia_driver_package_specs"] == specs
@@ -494,6 +513,53 @@ def test_cuda_repository_mirror():
         "http://mirror.example.com/cuda/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb"
     )
     assert role["__nvidia_driver_official_cuda_repo_url"] == CUDA
+
+
+@pytest.mark.parametrize(
+    ("variables", "ok"),
+    [
+        ({}, True),
+        ({"nvidia_driver_branch": "595"}, True),
+        ({"nvidia_driver_version": "615.71.09"}, True),
+        ({"nvidia_driver_version": "580.178.04"}, True),
+        # transitional in resolute: nvidia-driver-535-server installs 580.178.04, -590- installs 595
+        ({"nvidia_driver_branch": "535"}, False),
+        ({"nvidia_driver_branch": "570"}, False),
+        ({"nvidia_driver_branch": "590"}, False),
+        ({"nvidia_driver_branch": "610"}, False),  # no -server packages
+        ({"nvidia_driver_branch": "535", "nvidia_driver_ubuntu_cuda_repo": True}, True),  # not checked there
+    ],
+)
+def test_ubuntu_2604_branches_its_archive_packages(variables, ok):
+    """Ubuntu 26.04 (resolute): its archive's real branches, from its Packages indexes (2026-11-28)."""
+    role = Role("ubuntu2604", **variables)
+    assert role.check("branch_packaged") is ok
+    if not ok:
+        assert "Ubuntu 26 packages only the NVIDIA 580, 595, 615 driver" in role.check_message("branch_packaged")
+
+
+def test_ubuntu_2604_precompiled_fabric_manager_and_imex():
+    """The names resolute's archive has: linux-modules-nvidia-580-server-open-generic (kernel 7.0.0-44),
+    nvidia-fabricmanager-580 and nvidia-imex-580 580.178.04, all at the driver's version."""
+    role = Role(
+        "ubuntu2604",
+        nvidia_driver_ubuntu_precompiled=True,
+        nvidia_driver_flavour="open",
+        nvidia_driver_version="580.178.04",
+        nvidia_driver_imex="dra",
+        facts={"gpu_node": {"nvswitch_count": 4}},
+    )
+    assert role["__nvidia_driver_package_specs"] == [
+        "nvidia-headless-no-dkms-580-server-open=580.178.04-*",
+        "nvidia-utils-580-server=580.178.04-*",
+        "linux-modules-nvidia-580-server-open-generic",
+    ]
+    assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.178.04-*"
+    assert role["__nvidia_driver_imex_spec"] == "nvidia-imex-580=580.178.04-*"
+    assert role["__nvidia_driver_version_package"] == "nvidia-kernel-common-580-server"
+    assert Role("ubuntu2604", arch="aarch64", nvidia_driver_ubuntu_cuda_repo=True)[
+        "__nvidia_driver_cuda_keyring_url"
+    ] == (f"{CUDA}/ubuntu2604/sbsa/cuda-keyring_1.1-1_all.deb")
 
 
 # ---- RHEL, Rocky Linux, AlmaLinux ----------------------------------------------------------------------
