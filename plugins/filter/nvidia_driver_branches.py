@@ -5,8 +5,8 @@
 The list itself (branch -> ``{designation, end_of_life}``, end of life as ``YYYY-MM``, supported through that month)
 has one home, ``__nvidia_driver_branches`` in roles/nvidia_driver/vars/main.yml; these filters only read it.
 
-- ``nvidia_driver_supported_branches(branches, month)``: the branches whose end of life is not before ``month``
-  (``YYYY-MM``), in the list's order.
+- ``nvidia_driver_supported_branches(branches, month)`` (a function, not a registered filter): the branches whose
+  end of life is not before ``month`` (``YYYY-MM``), in the list's order.
 - ``nvidia_driver_branch_warning(branch, branches, month)``: '' when ``branch`` is '' or supported in ``month``;
   else one sentence, starting "WARNING:", that says the branch is past its end of life (or not one the project
   supports) and names the supported ones. The preflight's report of tasks/preflight.yml carries it.
@@ -66,6 +66,5 @@ def nvidia_driver_branch_warning(branch, branches, month) -> str:
 class FilterModule:
     def filters(self):
         return {
-            "nvidia_driver_supported_branches": nvidia_driver_supported_branches,
             "nvidia_driver_branch_warning": nvidia_driver_branch_warning,
         }
