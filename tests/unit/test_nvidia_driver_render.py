@@ -929,6 +929,16 @@ def test_debian_cuda_repository_key_and_signature_checks(stdout, rc, problem):
         assert text == ""
 
 
+def test_debian_cuda_repository_refusal_task_renders_a_string_when_trusted():
+    """The assert's fail_msg must be a string even when the problem renders to nothing (Ansible refuses None)."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "repository_debian_cuda.yml").read_text())
+    block = next(task for task in tasks if "block" in task)["block"]
+    assert_task = next(task for task in block if "ansible.builtin.assert" in task)["ansible.builtin.assert"]
+    role = Role("debian13", **_probe(f"fpr:{CUDA_KEY}\nHit:1 x InRelease", 0))
+    assert role.templar.template(trust_as_template(assert_task["fail_msg"])) == ""
+    assert role.condition(assert_task["that"])
+
+
 def test_debian_cuda_repository_fingerprint_must_be_a_fingerprint():
     assert (
         Role(
