@@ -153,6 +153,14 @@ ansible_facts:
               numa_node: 0
               iommu_group: 21
               driver: nvidia
+        grace:
+          description:
+            - Whether the GPUs are those of NVIDIA Grace superchips (attached to a Grace CPU by NVLink-C2C; the node is
+              aarch64), from their PCI device IDs. C(superchip) is C(GH200) (Grace Hopper), C(GB200) (Grace Blackwell)
+              or null; C(gpus) lists the superchip GPUs' PCI addresses.
+          type: dict
+          returned: always
+          sample: {superchip: GB200, gpus: ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"]}
         nvswitch_count:
           description: Number of NVSwitches seen on PCI.
           type: int

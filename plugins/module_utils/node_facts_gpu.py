@@ -32,6 +32,13 @@ NVSWITCH_CLASS_PREFIX = "0x0680"
 NVIDIA_KERNEL_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem")
 
 
+# The GPUs of Grace superchips, by PCI device ID (pci.ids: 0x2342 GH200 480GB, 0x2348 GH200 144G HBM3e, 0x2941
+# GB200), attached to their Grace CPU by NVLink-C2C: a node with one is an aarch64 Grace node (GH200: Grace Hopper;
+# GB200 NVL72/NVL4 trays: Grace Blackwell). plugins/filter/nvidia_driver.py reads the Grace Hopper IDs for the
+# kernel module flavour (a controller plugin cannot import this node-side file).
+GRACE_SUPERCHIP_GPUS = {"0x2342": "GH200", "0x2348": "GH200", "0x2941": "GB200"}
+
+
 def parse_nvidia_driver_version(text: str | None) -> tuple[str | None, str | None]:
     """First line of /proc/driver/nvidia/version -> (version, "open" | "proprietary").
 
@@ -150,8 +157,15 @@ def driver_facts(root: str) -> dict:
     }
 
 
+def grace_facts(gpus: list[dict]) -> dict:
+    """Whether the GPUs are those of Grace superchips: {superchip: "GH200" | "GB200" | null, gpus: [pci addresses]}."""
+    found = [gpu for gpu in gpus if gpu.get("device_id") in GRACE_SUPERCHIP_GPUS]
+    kinds = sorted({GRACE_SUPERCHIP_GPUS[gpu["device_id"]] for gpu in found})
+    return {"superchip": "/".join(kinds) or None, "gpus": [gpu["pci_address"] for gpu in found]}
+
+
 def gpu_facts(root: str, which: Which) -> dict:
-    """The facts has_gpu to nvidia_smi: GPUs and NVSwitches on PCI, the driver, nouveau, nvidia-smi."""
+    """The facts has_gpu to nvidia_smi: GPUs and NVSwitches on PCI, the driver, nouveau, nvidia-smi, Grace."""
     gpus, nvswitches, gpu_vf_count = classify_nvidia_functions(read_pci_functions(root))
     return {
         "has_gpu": bool(gpus),
@@ -163,4 +177,5 @@ def gpu_facts(root: str, which: Which) -> dict:
         "driver": driver_facts(root),
         "nouveau_loaded": os.path.isdir(rooted(root, "/sys/module/nouveau")),
         "nvidia_smi": which("nvidia-smi"),
+        "grace": grace_facts(gpus),
     }

@@ -371,6 +371,28 @@ def test_dgx_a100_gpus_and_nvswitches(tmp_path):
     assert [switch["pci_address"][5:7] for switch in facts["nvswitches"]] == ["54", "55", "56", "57", "58", "59"]
 
 
+@pytest.mark.parametrize(
+    ("fixture", "superchip", "addresses", "numa"),
+    [
+        ("gh200", "GH200", ["0009:01:00.0"], [0]),
+        ("gb200", "GB200", ["0008:01:00.0", "0009:01:00.0", "0018:01:00.0", "0019:01:00.0"], [0, 0, 1, 1]),
+        ("hgx_b200", None, [], [0, 0, 0, 0, 1, 1, 1, 1]),  # B200 (0x2901) on x86: Blackwell, no Grace
+        ("dgx_a100", None, [], [0, 0, 0, 0, 1, 1, 1, 1]),
+    ],
+)
+def test_grace_superchips_from_their_gpus(tmp_path, fixture, superchip, addresses, numa):
+    """Arm64 Grace nodes (sysfs fixtures gh200, gb200): the superchip GPUs in their own PCI domains behind
+    NVIDIA's root ports, their NUMA nodes the Grace CPUs', no NVSwitch on PCI (NVL72's switches are in switch trays)."""
+    facts = gather_node_facts(str(node(tmp_path, fixture)))
+    assert facts["grace"] == {"superchip": superchip, "gpus": addresses}
+    assert [gpu["numa_node"] for gpu in facts["gpus"]] == numa
+    if superchip:
+        assert [gpu["pci_address"] for gpu in facts["gpus"]] == addresses
+        assert {gpu["class_name"] for gpu in facts["gpus"]} == {"3D controller"}
+        assert facts["nvswitch_count"] == 0
+        assert facts["has_gpu"] is True
+
+
 def test_dgx_a100_driver_and_node(tmp_path):
     facts = gather_node_facts(str(node(tmp_path, "dgx_a100")))
 

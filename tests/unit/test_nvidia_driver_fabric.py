@@ -233,7 +233,8 @@ def test_debian_refuses_nvlsm_it_does_not_package():
     role = Role("debian12", facts=NVL5, nvidia_driver_nvlsm="always")
     assert not role.check("nvlsm_packaged")
     assert "Debian does not package it" in role.check_message("nvlsm_packaged")
-    assert Role("debian12", facts=NVL5).check("nvlsm_packaged")  # Debian 12's 535 is before nvlsm
+    # Debian 12's archive packages 535, before nvlsm
+    assert Role("debian12", facts=NVL5, nvidia_driver_debian_cuda_repo=False).check("nvlsm_packaged")
 
 
 # ---- the fact ----------------------------------------------------------------------------------------------------

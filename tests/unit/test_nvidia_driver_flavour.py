@@ -69,6 +69,7 @@ def test_any_hopper_on_arm_is_a_grace_hopper():
         ),
         ("hgx_b200", "580", "open", "open required by 0000:18:00.0 (0x2901, Blackwell or newer)"),
         ("gh200", "580", "open", "open required by 0009:01:00.0 (0x2342, Grace Hopper)"),
+        ("gb200", "580", "open", "open required by 0008:01:00.0 (0x2941, Blackwell or newer)"),
         (
             "mixed_volta_ampere",
             "580",
@@ -135,9 +136,12 @@ def _preflight_check() -> dict:
     [
         ("hgx_b200", "ubuntu2404", "x86_64", ["nvidia-driver-580-server-open"]),
         ("gh200", "ubuntu2404", "aarch64", ["nvidia-driver-580-server-open"]),
+        ("gb200", "ubuntu2404", "aarch64", ["nvidia-driver-580-server-open"]),
+        ("gb200", "ubuntu2604", "aarch64", ["nvidia-driver-580-server-open"]),
         ("mixed_volta_ampere", "ubuntu2404", "x86_64", ["nvidia-driver-580-server"]),
-        ("workstation", "debian12", "x86_64", ["nvidia-driver", "nvidia-kernel-dkms", "firmware-nvidia-gsp"]),
-        ("dgx_a100", "debian12", "x86_64", ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp"]),
+        # NVIDIA's CUDA repository's 580 (Debian's default): auto picks the open modules for the workstation's GPUs too
+        ("workstation", "debian12", "x86_64", ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]),
+        ("dgx_a100", "debian12", "x86_64", ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"]),
     ],
 )
 def test_the_role_installs_the_resolved_flavour(tmp_path, fixture, platform, arch, packages):

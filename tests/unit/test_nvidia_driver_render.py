@@ -45,6 +45,14 @@ PLATFORMS = {
         "os_family": "Debian",
         "kernel": "6.8.0-45-generic",
     },
+    "ubuntu2604": {
+        "distribution": "Ubuntu",
+        "distribution_major_version": "26",
+        "distribution_version": "26.04",
+        "distribution_release": "resolute",
+        "os_family": "Debian",
+        "kernel": "7.0.0-44-generic",
+    },
     "rocky8": {
         "distribution": "Rocky",
         "distribution_major_version": "8",
@@ -238,6 +246,7 @@ class Role:
     [
         ("ubuntu2204", "Ubuntu.yml", "ubuntu", True, True),
         ("ubuntu2404", "Ubuntu.yml", "ubuntu", True, True),
+        ("ubuntu2604", "Ubuntu.yml", "ubuntu", True, True),
         ("ubuntu2004", "Ubuntu.yml", "ubuntu", False, False),
         ("rocky8", "RedHat.yml", "el", True, True),
         ("rocky9", "RedHat.yml", "el", True, True),
@@ -264,11 +273,12 @@ def test_platform_file_and_support(platform, vars_file, family, known, supported
 # What each platform's one file gives it, as the release files gave before the one mechanism (issue 40): default
 # branch, the branches its archive packages, EL's module streams, package manager, pin form, open modules packaged.
 PLATFORM_DATA = {
-    "debian12": ("535", ["535"], False, "apt", "=", "-*", True),
-    "debian13": ("550", ["550"], False, "apt", "=", "-*", True),
+    "debian12": ("580", [], False, "apt", "=", "-*", True),
+    "debian13": ("580", [], False, "apt", "=", "-*", True),
     "forky": ("", [], False, "apt", "=", "-*", True),
     "ubuntu2204": ("580", [], False, "apt", "=", "-*", True),
     "ubuntu2404": ("580", [], False, "apt", "=", "-*", True),
+    "ubuntu2604": ("580", ["580", "595", "615"], False, "apt", "=", "-*", True),
     "rocky8": ("580", [], True, "dnf", "-", "", True),
     "rocky9": ("580", [], True, "dnf", "-", "", True),
     "alma9": ("580", [], True, "dnf", "-", "", True),
@@ -320,7 +330,7 @@ def test_the_refusal_names_the_releases_with_a_file_of_their_own():
     assert not role.check("platform")
     assert role.check_message("platform") == (
         "The nvidia_driver role supports Debian and the releases its vars/ platform files list:"
-        " Debian 12, Debian 13, RedHat 10, RedHat 8, RedHat 9, Ubuntu 22, Ubuntu 24"
+        " Debian 12, Debian 13, RedHat 10, RedHat 8, RedHat 9, Ubuntu 22, Ubuntu 24, Ubuntu 26"
         " (RedHat: RHEL, Rocky Linux and AlmaLinux); node1 runs Ubuntu 20.04."
     )
 
@@ -328,7 +338,16 @@ def test_the_refusal_names_the_releases_with_a_file_of_their_own():
 def test_the_releases_filter_reads_each_platform_files_releases(tmp_path):
     releases = load_module("nvidia_driver_platforms", subdir="plugins/filter").nvidia_driver_releases
     files = sorted(str(path) for path in (ROLE / "vars").glob("*.yml"))
-    assert releases(files) == ["Debian 12", "Debian 13", "RedHat 10", "RedHat 8", "RedHat 9", "Ubuntu 22", "Ubuntu 24"]
+    assert releases(files) == [
+        "Debian 12",
+        "Debian 13",
+        "RedHat 10",
+        "RedHat 8",
+        "RedHat 9",
+        "Ubuntu 22",
+        "Ubuntu 24",
+        "Ubuntu 26",
+    ]
     (tmp_path / "Foo.yml").write_text("__nvidia_driver_releases: [1]\n")
     with pytest.raises(AnsibleFilterError, match=r"Foo[.]yml: __nvidia_driver_releases must map a major version"):
         releases([str(tmp_path / "Foo.yml")])
@@ -337,8 +356,8 @@ def test_the_releases_filter_reads_each_platform_files_releases(tmp_path):
 @pytest.mark.parametrize(
     ("platform", "branch", "choices"),
     [
-        ("debian12", "535", ["535"]),
-        ("debian13", "550", ["550"]),
+        ("debian12", "580", []),
+        ("debian13", "580", []),
         ("forky", "", []),
         ("ubuntu2204", "580", []),
         ("rocky9", "580", []),
@@ -422,7 +441,7 @@ def test_branch_comes_from_the_version_when_only_the_version_is_set():
         ),
     ],
 )
-@pytest.mark.parametrize("platform", ["ubuntu2204", "ubuntu2404"])
+@pytest.mark.parametrize("platform", ["ubuntu2204", "ubuntu2404", "ubuntu2604"])
 def test_ubuntu_packages(platform, variables, specs, holds, version_package):
     role = Role(platform, **variables)
     assert role["__nvidia_driver_package_specs"] == specs
@@ -494,6 +513,53 @@ def test_cuda_repository_mirror():
         "http://mirror.example.com/cuda/ubuntu2204/x86_64/cuda-keyring_1.1-1_all.deb"
     )
     assert role["__nvidia_driver_official_cuda_repo_url"] == CUDA
+
+
+@pytest.mark.parametrize(
+    ("variables", "ok"),
+    [
+        ({}, True),
+        ({"nvidia_driver_branch": "595"}, True),
+        ({"nvidia_driver_version": "615.71.09"}, True),
+        ({"nvidia_driver_version": "580.178.04"}, True),
+        # transitional in resolute: nvidia-driver-535-server installs 580.178.04, -590- installs 595
+        ({"nvidia_driver_branch": "535"}, False),
+        ({"nvidia_driver_branch": "570"}, False),
+        ({"nvidia_driver_branch": "590"}, False),
+        ({"nvidia_driver_branch": "610"}, False),  # no -server packages
+        ({"nvidia_driver_branch": "535", "nvidia_driver_ubuntu_cuda_repo": True}, True),  # not checked there
+    ],
+)
+def test_ubuntu_2604_branches_its_archive_packages(variables, ok):
+    """Ubuntu 26.04 (resolute): its archive's real branches, from its Packages indexes (2026-11-28)."""
+    role = Role("ubuntu2604", **variables)
+    assert role.check("branch_packaged") is ok
+    if not ok:
+        assert "Ubuntu 26 packages only the NVIDIA 580, 595, 615 driver" in role.check_message("branch_packaged")
+
+
+def test_ubuntu_2604_precompiled_fabric_manager_and_imex():
+    """The names resolute's archive has: linux-modules-nvidia-580-server-open-generic (kernel 7.0.0-44),
+    nvidia-fabricmanager-580 and nvidia-imex-580 580.178.04, all at the driver's version."""
+    role = Role(
+        "ubuntu2604",
+        nvidia_driver_ubuntu_precompiled=True,
+        nvidia_driver_flavour="open",
+        nvidia_driver_version="580.178.04",
+        nvidia_driver_imex="dra",
+        facts={"gpu_node": {"nvswitch_count": 4}},
+    )
+    assert role["__nvidia_driver_package_specs"] == [
+        "nvidia-headless-no-dkms-580-server-open=580.178.04-*",
+        "nvidia-utils-580-server=580.178.04-*",
+        "linux-modules-nvidia-580-server-open-generic",
+    ]
+    assert role["__nvidia_driver_fabricmanager_spec"] == "nvidia-fabricmanager-580=580.178.04-*"
+    assert role["__nvidia_driver_imex_spec"] == "nvidia-imex-580=580.178.04-*"
+    assert role["__nvidia_driver_version_package"] == "nvidia-kernel-common-580-server"
+    assert Role("ubuntu2604", arch="aarch64", nvidia_driver_ubuntu_cuda_repo=True)[
+        "__nvidia_driver_cuda_keyring_url"
+    ] == (f"{CUDA}/ubuntu2604/sbsa/cuda-keyring_1.1-1_all.deb")
 
 
 # ---- RHEL, Rocky Linux, AlmaLinux ----------------------------------------------------------------------
@@ -720,11 +786,168 @@ def test_el_fabric_manager_gets_the_installed_driver_version():
         ),
     ],
 )
-def test_debian_packages(platform, variables, specs, holds):
-    role = Role(platform, **variables)
+def test_debian_archive_packages(platform, variables, specs, holds):
+    role = Role(platform, nvidia_driver_debian_cuda_repo=False, **variables)
     assert role["__nvidia_driver_package_specs"] == specs
     assert role["__nvidia_driver_hold_packages"] == holds
     assert role["__nvidia_driver_fabricmanager_package"] == ""
+
+
+CUDA_KEY = "EB693B3035CD5710E231E123A4B469963BF863CC"
+
+
+@pytest.mark.parametrize(
+    ("platform", "variables", "specs", "holds", "module"),
+    [
+        (
+            "debian12",
+            {},
+            ["nvidia-driver-cuda=580.*", "nvidia-kernel-dkms=580.*", "nvidia-persistenced=580.*"],
+            ["nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-persistenced"],
+            "nvidia",
+        ),
+        (
+            "debian13",
+            {"nvidia_driver_flavour": "open", "nvidia_driver_persistenced": False},
+            ["nvidia-driver-cuda=580.*", "nvidia-kernel-open-dkms=580.*"],
+            ["nvidia-driver-cuda", "nvidia-kernel-open-dkms"],
+            "nvidia",
+        ),
+        (
+            "debian13",
+            {"nvidia_driver_version": "595.58.03", "nvidia_driver_flavour": "open"},
+            [
+                "nvidia-driver-cuda=595.58.03-*",
+                "nvidia-kernel-open-dkms=595.58.03-*",
+                "nvidia-persistenced=595.58.03-*",
+            ],
+            ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "nvidia-persistenced"],
+            "nvidia",
+        ),
+        (
+            "debian12",
+            {"nvidia_driver_branch": "595"},
+            ["nvidia-driver-cuda=595.*", "nvidia-kernel-dkms=595.*", "nvidia-persistenced=595.*"],
+            ["nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-persistenced"],
+            "nvidia",
+        ),
+        (
+            "debian12",
+            {"nvidia_driver_debian_cuda_repo": False, "nvidia_driver_flavour": "open"},
+            [
+                "nvidia-driver",
+                "nvidia-open-kernel-dkms",
+                "firmware-nvidia-gsp",
+                "firmware-misc-nonfree",
+                "nvidia-persistenced",
+            ],
+            ["nvidia-driver", "nvidia-open-kernel-dkms", "firmware-nvidia-gsp"],
+            "nvidia-current-open",
+        ),
+    ],
+)
+def test_debian_cuda_repository_packages(platform, variables, specs, holds, module):
+    """NVIDIA's CUDA repository (the default on Debian 12 and 13): the compute-only packages, pinned to the branch
+    (every branch is in one suite) or to nvidia_driver_version, and held; the archive's names without it."""
+    role = Role(platform, **variables)
+    assert role["__nvidia_driver_package_specs"] == specs
+    assert role["__nvidia_driver_hold_packages"] == holds
+    assert role["__nvidia_driver_module_name"] == module
+    assert role["__nvidia_driver_version_package"] == holds[1]
+
+
+def test_debian_cuda_repository_takes_any_branch_the_archive_one():
+    assert Role("debian12", nvidia_driver_branch="595").check("branch_packaged")
+    archive = Role("debian12", nvidia_driver_debian_cuda_repo=False, nvidia_driver_branch="580")
+    assert not archive.check("branch_packaged")
+    assert "set nvidia_driver_debian_cuda_repo to true" in archive.check_message("branch_packaged")
+    # a Debian release without a CUDA repository keeps its archive
+    assert Role("forky")["__nvidia_driver_debian_cuda"] is False
+
+
+@pytest.mark.parametrize(
+    ("platform", "arch", "variables", "uri"),
+    [
+        ("debian12", "x86_64", {}, f"{CUDA}/debian12/x86_64/"),
+        ("debian13", "aarch64", {}, f"{CUDA}/debian13/sbsa/"),
+        (
+            "debian13",
+            "x86_64",
+            {"nvidia_driver_cuda_repo_url": "http://127.0.0.1:8766/cuda/"},
+            "http://127.0.0.1:8766/cuda/debian13/x86_64/",
+        ),
+    ],
+)
+def test_debian_cuda_repository_source_and_key(platform, arch, variables, uri):
+    """One variable (nvidia_driver_cuda_repo_url) moves the source and the key to a mirror; the key is the
+    repository's own signed-by keyring."""
+    role = Role(platform, arch=arch, **variables)
+    assert role["__nvidia_driver_cuda_apt_uri"] == uri
+    assert role["__nvidia_driver_cuda_key_url"] == uri + "3bf863cc.pub"
+    assert role["__nvidia_driver_cuda_source_file"] == "/etc/apt/sources.list.d/nvidia-driver-cuda.list"
+    assert role["__nvidia_driver_cuda_keyring_path"] == "/usr/share/keyrings/nvidia-driver-cuda-keyring.gpg"
+    assert role["__nvidia_driver_cuda_fingerprint"] == CUDA_KEY
+
+
+def _probe(stdout: str, rc: int = 0) -> dict:
+    return {"__nvidia_driver_cuda_probe": {"rc": rc, "stdout_lines": stdout.splitlines()}}
+
+
+@pytest.mark.parametrize(
+    ("stdout", "rc", "problem"),
+    [
+        (
+            f"fpr:{CUDA_KEY}\nHit:1 http://127.0.0.1:8766/cuda/debian13/x86_64  InRelease\nReading package lists...",
+            0,
+            "",
+        ),
+        (
+            "fpr:0123456789ABCDEF0123456789ABCDEF01234567\nHit:1 x InRelease",
+            0,
+            "has the fingerprint(s) 0123456789ABCDEF",
+        ),
+        (f"fpr:{CUDA_KEY}\nfpr:0123456789ABCDEF0123456789ABCDEF01234567", 0, "expects exactly EB693B30"),
+        ("gpg: no valid OpenPGP data found.", 2, "has no OpenPGP key"),
+        (
+            f"fpr:{CUDA_KEY}\nErr:1 http://m/debian13/x86_64  InRelease\n  The following signatures couldn't be"
+            " verified"
+            "\nW: GPG error: http://m/debian13/x86_64  InRelease: NO_PUBKEY 1234",
+            0,
+            "apt refused NVIDIA's CUDA repository",
+        ),
+        (f"fpr:{CUDA_KEY}\nE: The repository 'http://m/debian13/x86_64  Release' is not signed.", 100, "is not signed"),
+    ],
+)
+def test_debian_cuda_repository_key_and_signature_checks(stdout, rc, problem):
+    """tasks/repository_debian_cuda.yml refuses (nothing written) unless the key file holds exactly the expected key and
+    apt accepts the repository's signature with it."""
+    text = " ".join((Role("debian13", **_probe(stdout, rc))["__nvidia_driver_cuda_probe_problem"] or "").split())
+    if problem:
+        assert problem in text
+        assert "Nothing was written" in text
+    else:
+        assert text == ""
+
+
+def test_debian_cuda_repository_refusal_task_renders_a_string_when_trusted():
+    """The assert's fail_msg must be a string even when the problem renders to nothing (Ansible refuses None)."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "repository_debian_cuda.yml").read_text())
+    block = next(task for task in tasks if "block" in task)["block"]
+    assert_task = next(task for task in block if "ansible.builtin.assert" in task)["ansible.builtin.assert"]
+    role = Role("debian13", **_probe(f"fpr:{CUDA_KEY}\nHit:1 x InRelease", 0))
+    assert role.templar.template(trust_as_template(assert_task["fail_msg"])) == ""
+    assert role.condition(assert_task["that"])
+
+
+def test_debian_cuda_repository_fingerprint_must_be_a_fingerprint():
+    assert (
+        Role(
+            "debian12", nvidia_driver_cuda_repo_key_fingerprint="eb69 3b30 35cd 5710 e231 e123 a4b4 6996 3bf8 63cc"
+        ).variable_errors()
+        == []
+    )
+    (error,) = Role("debian12", nvidia_driver_cuda_repo_key_fingerprint="3bf863cc").variable_errors()
+    assert "nvidia_driver_cuda_repo_key_fingerprint" in error
 
 
 @pytest.mark.parametrize(
@@ -767,7 +990,7 @@ def test_named_kernel_headers_replace_the_derived_ones():
 
 @pytest.mark.parametrize(("flavour", "module"), [("proprietary", "nvidia-current"), ("open", "nvidia-current-open")])
 def test_debian_module_name(flavour, module):
-    role = Role("debian13", nvidia_driver_flavour=flavour)
+    role = Role("debian13", nvidia_driver_debian_cuda_repo=False, nvidia_driver_flavour=flavour)
     assert role["__nvidia_driver_module_name"] == module
     assert role["__nvidia_driver_initramfs_command"] == ["update-initramfs", "-u"]
 
@@ -1111,14 +1334,18 @@ def test_preflight_branch_and_version_must_agree(branch, version, valid):
     assert (role.variable_errors() == []) is valid
 
 
+ARCHIVE = "nvidia_driver_debian_cuda_repo"
+
+
 @pytest.mark.parametrize(
     ("platform", "variables", "valid"),
     [
-        ("debian12", {}, True),
-        ("debian12", {"nvidia_driver_branch": "535"}, True),
-        ("debian12", {"nvidia_driver_branch": "550"}, False),
-        ("debian13", {"nvidia_driver_version": "535.216.01"}, False),
-        ("debian13", {"nvidia_driver_version": "550.163.01"}, True),
+        ("debian12", {ARCHIVE: False}, True),
+        ("debian12", {ARCHIVE: False, "nvidia_driver_branch": "535"}, True),
+        ("debian12", {ARCHIVE: False, "nvidia_driver_branch": "550"}, False),
+        ("debian13", {ARCHIVE: False, "nvidia_driver_version": "535.216.01"}, False),
+        ("debian13", {ARCHIVE: False, "nvidia_driver_version": "550.163.01"}, True),
+        ("debian13", {"nvidia_driver_version": "535.216.01"}, True),
         ("forky", {"nvidia_driver_branch": "560"}, True),
         ("ubuntu2204", {"nvidia_driver_branch": "535"}, True),
     ],
@@ -1150,10 +1377,14 @@ def test_nouveau_blacklist_template():
     )
 
 
-@pytest.mark.parametrize(("platform", "module"), [("ubuntu2404", "nvidia"), ("debian12", "nvidia-current")])
-def test_module_parameters_template(platform, module):
+@pytest.mark.parametrize(
+    ("platform", "archive", "module"),
+    [("ubuntu2404", False, "nvidia"), ("debian12", True, "nvidia-current"), ("debian12", False, "nvidia")],
+)
+def test_module_parameters_template(platform, archive, module):
     role = Role(
         platform,
+        nvidia_driver_debian_cuda_repo=not archive,
         nvidia_driver_module_params={
             "NVreg_EnableGpuFirmware": 0,
             "NVreg_DeviceFileMode": "0660",
@@ -1177,6 +1408,8 @@ ENABLED_580_DKMS = "nvidia-driver 580-dkms [e] default [d], fm, ks, src  Nvidia 
     [
         ("debian12", {}, False),
         ("debian12", {"__nvidia_driver_apt_components_result": {"changed": True}}, True),
+        ("debian12", {"__nvidia_driver_cuda_source": {"changed": True}}, True),
+        ("debian13", {"__nvidia_driver_cuda_keyring_file": {"changed": True}}, True),
         ("ubuntu2204", {"__nvidia_driver_cuda_keyring": {"changed": True}}, True),
         ("rocky9", {"__nvidia_driver_module_list": {"rc": 1, "stdout": ""}}, True),
         ("rocky9", {"__nvidia_driver_module_list": {"rc": 0, "stdout": ENABLED_580_DKMS}}, False),

@@ -4,11 +4,13 @@ at once with their own variables and mutations, instead of one run per failure m
 - first_rerun: drv-skip as it is (skipped, says why); drv-debian12 with a newer TEST STAND-IN kernel
   image without headers (fails before any reboot); drv-ubuntu2404-signed with the sysfs stand-in of a
   Pascal + Blackwell node (fails in the preflight); drv-ubuntu2404 with nvidia_driver_hold_kernel off
-  (releases the kernel hold).
+  (releases the kernel hold); drv-debian13 expecting another key than the stand-in CUDA repository's (refused,
+  nothing written).
 - second_rerun: drv-ubuntu2404-signed with the fabric manager apart from the driver and
   nvidia_driver_version_change refuse; drv-ubuntu2404 with Secure Boot on (EFI stand-in) and no MOK
   password, and IMEX apart from the driver with nvidia_driver_version_change refuse. Both fail in the
-  preflight, so this run is short.
+  preflight, so this run is short. drv-debian13 pointed at the stand-in CUDA repository signed by a rogue key
+  (refused before anything is written).
 """
 
 from __future__ import annotations
@@ -29,6 +31,13 @@ NEW_KERNEL = "6.1.0-999-amd64"
 FABRIC_MANAGER_APART = "580.95.05-0ubuntu1"
 IMEX_APART = "580.95.05-0ubuntu1"
 KERNEL_META = "linux-headers-generic"  # held on drv-ubuntu2404
+OTHER_KEY = "0123 4567 89AB CDEF 0123 4567 89AB CDEF 0123 4567"
+CUDA_FILES = "/etc/apt/sources.list.d/nvidia-driver-cuda.list /usr/share/keyrings/nvidia-driver-cuda-keyring.gpg"
+
+
+def cuda_files(host) -> str:
+    """The CUDA repository's source and keyring on the node, by content (what a refused run must leave alone)."""
+    return host.check_output(f"sha256sum {CUDA_FILES}")
 
 
 @dataclass
@@ -66,7 +75,10 @@ def dpkg_version(host, package: str) -> str:
 @pytest.fixture(scope="session")
 def first_rerun() -> Rerun:
     debian, ubuntu = node("drv-debian12"), node("drv-ubuntu2404")
-    before = {"kernel_meta_selection": ubuntu.check_output(f"dpkg --get-selections {KERNEL_META}").split()}
+    before = {
+        "kernel_meta_selection": ubuntu.check_output(f"dpkg --get-selections {KERNEL_META}").split(),
+        "cuda_files": cuda_files(node("drv-debian13")),
+    }
     # Mutation: an update installed a newer kernel image without its headers; the boot loader starts it next.
     debian.run_expect([0], f"echo 'TEST STAND-IN kernel image' > /boot/vmlinuz-{NEW_KERNEL}")
     try:
@@ -74,6 +86,7 @@ def first_rerun() -> Rerun:
             {
                 "drv-skip": {},
                 "drv-debian12": {},
+                "drv-debian13": {"nvidia_driver_cuda_repo_key_fingerprint": OTHER_KEY},
                 "drv-ubuntu2404-signed": {"drv_sysfs_standin": "/srv/mixed-pascal-blackwell-sysfs"},
                 "drv-ubuntu2404": {"nvidia_driver_hold_kernel": False},
             },
@@ -86,7 +99,7 @@ def first_rerun() -> Rerun:
 @pytest.fixture(scope="session")
 def second_rerun() -> Rerun:
     signed, dkms = node("drv-ubuntu2404-signed"), node("drv-ubuntu2404")
-    before = {}
+    before = {"cuda_files": cuda_files(node("drv-debian13"))}
     # Mutation: the package database says the fabric manager is 580.95.05 (as after a driver update that left it
     # behind); the refusing run must fail before changing anything and name the fix. The same for IMEX on the
     # DKMS node (nvidia_driver_imex dra).
@@ -98,6 +111,8 @@ def second_rerun() -> Rerun:
         return _rerun(
             {
                 "drv-ubuntu2404-signed": {"nvidia_driver_version_change": "refuse"},
+                # Mutation: a repository that publishes the right key but is signed by another one
+                "drv-debian13": {"nvidia_driver_cuda_repo_url": "http://127.0.0.1:8766/rogue"},
                 "drv-ubuntu2404": {
                     "drv_secure_boot_standin": "/srv/secure-boot-sysfs",
                     "nvidia_driver_version_change": "refuse",

@@ -130,3 +130,14 @@ def test_the_stand_in_mokutil_was_asked_to_import_exactly_that_certificate_once(
     host.run_expect([0], f"cmp {MOK_CERT} /var/lib/mokutil-standin/pending/{fingerprint}.der")
     calls = host.file("/var/lib/mokutil-standin/calls.log").content_string.splitlines()
     assert calls.count(f"--import {MOK_CERT}") == 1, calls
+
+
+def test_the_report_warns_that_debians_535_is_past_its_end_of_life(first_rerun):
+    """Debian 12's archive packages 535 only (nvidia_driver_debian_cuda_repo false here), whose support ended in June
+    2026: the preflight's report says so, and names the supported branches."""
+    assert (
+        "drv-debian12 gets the proprietary kernel modules" in first_rerun.said
+        or "drv-debian12 gets the open kernel modules" in first_rerun.said
+    ), first_rerun.stdout
+    warning = "WARNING: NVIDIA driver branch 535 reached its end of life in 2026-06"
+    assert warning in first_rerun.said, first_rerun.stdout
