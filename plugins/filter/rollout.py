@@ -365,8 +365,11 @@ def gpu_rollout_node_state(result, node, rollout="") -> dict:
         state["resume"] = (
             f"Resuming: the last rollout{same} stopped on node {node} at step {previous.get('step') or '?'}: "
             f"{previous.get('reason') or 'no reason recorded'}. It runs again from the start of its steps"
-            + ("; the node is cordoned since then and is uncordoned when it finishes." if state["cordoned_by_rollout"]
-               else ".")
+            + (
+                "; the node is cordoned since then and is uncordoned when it finishes."
+                if state["cordoned_by_rollout"]
+                else "."
+            )
         )
     return state
 

@@ -53,7 +53,7 @@ def cluster(allocatable=None, slices=None) -> dict:
     }
 
 
-def test_play(tmp: Path, playbook: str, change_prefix: list | None = None, control_plane: bool = True) -> Path:
+def rollout_play(tmp: Path, playbook: str, change_prefix: list | None = None, control_plane: bool = True) -> Path:
     """The playbook's play as it is, with the stand-in change (after ``change_prefix``, the playbook's own task files
     to run first), no reboot and no check after it; a pre-task stands in for the kernel the changed nodes booted."""
     (play,) = yaml.safe_load((PLAYBOOKS / playbook).read_text())
@@ -76,17 +76,19 @@ def test_play(tmp: Path, playbook: str, change_prefix: list | None = None, contr
     }
     standin_kernel = {
         "name": "TEST STAND-IN the kernel a changed node booted",
-        "ansible.builtin.set_fact": {"ansible_facts": "{{ ansible_facts | combine({'kernel': upgrade_kernel_release}) }}"},
+        "ansible.builtin.set_fact": {
+            "ansible_facts": "{{ ansible_facts | combine({'kernel': upgrade_kernel_release}) }}"
+        },
         "when": [
             "upgrade_kernel_release is defined",
             "inventory_hostname in lookup('ansible.builtin.file', rollout_standin_dir ~ '/changed', errors='ignore')"
             " | default('', true) | split('\\n')",
         ],
     }
-    tasks = [standin_kernel, *[t for t in play["tasks"] if "ansible.builtin.include_role" in t],
-             include]
+    tasks = [standin_kernel, *[t for t in play["tasks"] if "ansible.builtin.include_role" in t], include]
     path = tmp / f"test_{playbook}"
-    path.write_text(yaml.safe_dump([{**play, "vars_files": [str(SHARED)], "tasks": tasks}], sort_keys=False))
+    test = {**play, "gather_subset": ["min"], "vars_files": [str(SHARED)], "tasks": tasks}
+    path.write_text(yaml.safe_dump([test], sort_keys=False))
     hosts = "".join(f"{name} ansible_connection=local\n" for name in NODES)
     plane = "[kube_control_plane]\ncontrol-plane ansible_connection=local\n" if control_plane else ""
     (tmp / "inventory.ini").write_text(f"[gpu_nodes]\n{hosts}{plane}[controller]\nlocalhost ansible_connection=local\n")
@@ -119,8 +121,9 @@ def run(tmp: Path, playbook: str, state: dict | None, *args: str, env: dict | No
     os.environ.update(env or {})
     os.environ["PATH"] = f"{APT_CACHE}:{old['PATH']}"
     try:
-        result = run_local_playbook(path.parent / f"test_{playbook}", "-i", str(tmp / "inventory.ini"), *args,
-                                    "-e", json.dumps(settings))
+        result = run_local_playbook(
+            path.parent / f"test_{playbook}", "-i", str(tmp / "inventory.ini"), *args, "-e", json.dumps(settings)
+        )
     finally:
         os.environ.clear()
         os.environ.update(old)
@@ -128,8 +131,11 @@ def run(tmp: Path, playbook: str, state: dict | None, *args: str, env: dict | No
 
 
 def calls_for(state, name):
-    return [" ".join(c["args"][:2]) if c["args"][0] in ("get", "annotate") else c["args"][0]
-            for c in state["calls"] if name in c["args"]]
+    return [
+        " ".join(c["args"][:2]) if c["args"][0] in ("get", "annotate") else c["args"][0]
+        for c in state["calls"]
+        if name in c["args"]
+    ]
 
 
 def changed(tmp):
@@ -145,10 +151,13 @@ def flat(text):
 
 
 def test_a_kernel_update_stops_on_the_node_whose_modules_do_not_build_and_the_next_run_resumes(tmp_path):
-    test_play(tmp_path, "upgrade_kernel.yml")
+    rollout_play(tmp_path, "upgrade_kernel.yml")
     first, state = run(
-        tmp_path, "upgrade_kernel.yml", cluster(),
-        upgrade_kernel_release=RELEASE, rollout_standin_fail_on=["node-2"],
+        tmp_path,
+        "upgrade_kernel.yml",
+        cluster(),
+        upgrade_kernel_release=RELEASE,
+        rollout_standin_fail_on=["node-2"],
         rollout_standin_reason=f"TEST STAND-IN module build: dkms build of nvidia for kernel {RELEASE} failed",
     )
     out = flat(first.stdout)
@@ -189,10 +198,13 @@ def test_a_kernel_update_stops_on_the_node_whose_modules_do_not_build_and_the_ne
 
 
 def test_a_node_whose_kernel_modules_cannot_be_had_is_refused_before_its_drain(tmp_path):
-    test_play(tmp_path, "upgrade_kernel.yml")
+    rollout_play(tmp_path, "upgrade_kernel.yml")
     log = tmp_path / "apt.log"
     result, state = run(
-        tmp_path, "upgrade_kernel.yml", cluster(), upgrade_kernel_release=RELEASE,
+        tmp_path,
+        "upgrade_kernel.yml",
+        cluster(),
+        upgrade_kernel_release=RELEASE,
         env={"APT_CACHE_STANDIN_MISSING": f"linux-headers-{RELEASE}", "APT_CACHE_STANDIN_LOG": str(log)},
     )
     assert result.returncode == 2, result.stdout[-4000:]
@@ -202,15 +214,20 @@ def test_a_node_whose_kernel_modules_cannot_be_had_is_refused_before_its_drain(t
     assert calls_for(state, "node-2") == calls_for(state, "node-3") == []
     assert state["nodes"]["node-1"]["unschedulable"] is False and changed(tmp_path) == []
     stop = json.loads(state["nodes"]["node-1"]["annotations"][ANNOTATION])
-    assert stop["cordoned"] is False and stop["step"] == "Refuse the node when its kernel or its NVIDIA modules cannot be had"
+    assert (
+        stop["cordoned"] is False
+        and stop["step"] == "Refuse the node when its kernel or its NVIDIA modules cannot be had"
+    )
     out = flat(result.stdout)
-    assert f"node-1 cannot have kernel {RELEASE} with its NVIDIA modules: not in its package sources: " \
-           f"linux-headers-{RELEASE}" in out
+    assert (
+        f"node-1 cannot have kernel {RELEASE} with its NVIDIA modules: not in its package sources: "
+        f"linux-headers-{RELEASE}" in out
+    )
     assert "The node was not drained and keeps its pods." in out
 
 
 def test_check_mode_prints_the_kernel_plan_and_changes_nothing(tmp_path):
-    test_play(tmp_path, "upgrade_kernel.yml")
+    rollout_play(tmp_path, "upgrade_kernel.yml")
     result, state = run(tmp_path, "upgrade_kernel.yml", cluster(), "--check", upgrade_kernel_release=RELEASE)
     assert result.returncode == 0, result.stdout[-4000:]
     out = flat(result.stdout)
@@ -219,13 +236,15 @@ def test_check_mode_prints_the_kernel_plan_and_changes_nothing(tmp_path):
             f"PLAN (check mode: nothing changes): {name} (node {name}), batch {name}: cordon, drain, kernel {RELEASE}"
         ) in out
         assert calls_for(state, name) == ["get node"]  # read only
-    assert out.index("PLAN (check mode: nothing changes): node-1") < out.index("PLAN (check mode: nothing changes): node-2")
+    assert out.index("PLAN (check mode: nothing changes): node-1") < out.index(
+        "PLAN (check mode: nothing changes): node-2"
+    )
     assert changed(tmp_path) == [] and all(not n["unschedulable"] for n in state["nodes"].values())
 
 
 def test_a_rollout_that_cannot_reach_the_control_plane_stops_before_any_change(tmp_path):
     # an AWX job slice without the kube_control_plane host sees no such group (awx/main/models/inventory.py)
-    test_play(tmp_path, "upgrade_kernel.yml", control_plane=False)
+    rollout_play(tmp_path, "upgrade_kernel.yml", control_plane=False)
     result, state = run(tmp_path, "upgrade_kernel.yml", cluster(), upgrade_kernel_release=RELEASE)
     assert result.returncode == 2
     out = flat(result.stdout)
@@ -233,8 +252,9 @@ def test_a_rollout_that_cannot_reach_the_control_plane_stops_before_any_change(t
     assert "do not slice a rollout job" in out and "set upgrade_kernel_drain=false" in out
     assert state["calls"] == [] and changed(tmp_path) == []
     # nodes outside any cluster say so
-    result, state = run(tmp_path, "upgrade_kernel.yml", cluster(), upgrade_kernel_release=RELEASE,
-                        upgrade_kernel_drain=False)
+    result, state = run(
+        tmp_path, "upgrade_kernel.yml", cluster(), upgrade_kernel_release=RELEASE, upgrade_kernel_drain=False
+    )
     assert result.returncode == 0, result.stdout[-4000:]
     assert state["calls"] == [] and changed(tmp_path) == NODES
 
@@ -243,7 +263,7 @@ def test_a_rollout_that_cannot_reach_the_control_plane_stops_before_any_change(t
 
 
 def test_a_mig_relayout_drains_the_nodes_that_name_a_layout_and_waits_for_their_mig_resources(tmp_path):
-    test_play(tmp_path, "relayout_mig.yml")
+    rollout_play(tmp_path, "relayout_mig.yml")
     (tmp_path / "host_vars").mkdir()
     for name in NODES[:2]:
         (tmp_path / "host_vars" / f"{name}.yml").write_text("nvidia_mig_config: all-1g.10gb\n")
@@ -266,23 +286,46 @@ def test_a_mig_relayout_drains_the_nodes_that_name_a_layout_and_waits_for_their_
 
 
 def slices(name):
-    return [{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": f"{name}-gpu"},
-             "spec": {"driver": "gpu.nvidia.com", "nodeName": name, "devices": [{"name": "gpu-0"}]}}]
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-gpu"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": name, "devices": [{"name": "gpu-0"}]},
+        }
+    ]
 
 
 def test_a_move_to_dra_and_back_labels_the_nodes_and_waits_for_the_right_api(tmp_path):
-    test_play(tmp_path, "move_gpu_allocation.yml", change_prefix=["move_gpu_allocation_label.yml"])
+    rollout_play(tmp_path, "move_gpu_allocation.yml", change_prefix=["move_gpu_allocation_label.yml"])
     state = cluster(allocatable={"nvidia.com/gpu": "0"}, slices=slices)
-    result, state = run(tmp_path, "move_gpu_allocation.yml", state, gpu_node_facts_gpu_allocation="dra",
-                        move_gpu_allocation_install_method="gpu-operator")
+    result, state = run(
+        tmp_path,
+        "move_gpu_allocation.yml",
+        state,
+        gpu_node_facts_gpu_allocation="dra",
+        move_gpu_allocation_install_method="gpu-operator",
+    )
     assert result.returncode == 0, result.stdout[-4000:]
     for name in NODES:
         assert calls_for(state, name) == [
-            "get node", "cordon", "drain", "label", "get node", "get resourceslices.v1.resource.k8s.io", "uncordon"
+            "get node",
+            "cordon",
+            "drain",
+            "label",
+            "get node",
+            "get resourceslices.v1.resource.k8s.io",
+            "uncordon",
         ]
     labels = [c["args"] for c in state["calls"] if c["args"][0] == "label"]
-    assert labels[0] == ["label", "node", "node-1", "--overwrite", "gpu-node-provisioning/gpu-allocation=dra",
-                         "nvidia.com/gpu.deploy.device-plugin=false"]
+    assert labels[0] == [
+        "label",
+        "node",
+        "node-1",
+        "--overwrite",
+        "gpu-node-provisioning/gpu-allocation=dra",
+        "nvidia.com/gpu.deploy.device-plugin=false",
+    ]
     # back to the device plugin (Helm chart: only the project's label, which the chart's affinity avoids)
     state["nodes"] = cluster(allocatable={"nvidia.com/gpu": "1"})["nodes"]
     (tmp_path / "changed").unlink()
@@ -312,7 +355,12 @@ def test_the_node_state_reads_a_stop_back():
     result = {"rc": 0, "stdout": "true|" + json.dumps({ANNOTATION: stop, "other": "x"})}
     state = rollout.gpu_rollout_node_state(result, "n1", "upgrade_kernel")
     assert state["found"] and state["unschedulable"] and state["cordoned_by_rollout"]
-    assert state["previous"] == {"rollout": "upgrade_kernel", "step": "Build", "reason": "dkms failed", "cordoned": True}
+    assert state["previous"] == {
+        "rollout": "upgrade_kernel",
+        "step": "Build",
+        "reason": "dkms failed",
+        "cordoned": True,
+    }
     assert state["resume"].startswith("Resuming: the last rollout stopped on node n1 at step Build: dkms failed.")
     # cordoned by someone, no stop: left cordoned
     state = rollout.gpu_rollout_node_state({"rc": 0, "stdout": "true|"}, "n1")

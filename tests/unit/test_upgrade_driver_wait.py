@@ -277,9 +277,7 @@ def test_the_rollout_stops_with_the_node_cordoned_when_its_gpus_never_come_back(
     assert "nvidia.com/gpu is not in its status.allocatable" in stop["reason"]
     out = " ".join(run.stdout.split())
     assert "Node gpu-a100-01 did not come back within 3s after driver newest of branch the platform default" in out
-    assert (
-        "nvidia.com/gpu is not in its status.allocatable. It stays cordoned and the rollout stops here"
-    ) in out
+    assert ("nvidia.com/gpu is not in its status.allocatable. It stays cordoned and the rollout stops here") in out
     assert "Fix: look at the NVIDIA device plugin's pod on gpu-a100-01" in out
     assert "it resumes on gpu-a100-01 and uncordons it once it is back" in out
     # the fleet report shows the stop
