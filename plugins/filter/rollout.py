@@ -409,7 +409,7 @@ def gpu_rollout_results(previous, node="") -> list:
     ]
 
 
-def gpu_rollout_plan(node, host, needed, what, batch, reboot, drain_host, cordoned_before=False) -> str:
+def gpu_rollout_plan(node, host, needed, what, batch, reboot, drain_host, cordoned_before=False, validate=True) -> str:
     """One node's line of the plan ``--check`` prints (and every run shows before it touches the node)."""
     if not _truthy(needed):
         return f"{host} (node {node}), batch {batch}: nothing to change ({what}); not drained."
@@ -420,7 +420,7 @@ def gpu_rollout_plan(node, host, needed, what, batch, reboot, drain_host, cordon
     if _truthy(reboot):
         steps.append("reboot")
     steps.append("wait until Ready with its GPUs allocatable" if drain_host else "")
-    steps.append("the doctor")
+    steps.append("the doctor" if _truthy(validate) else "")
     if drain_host and not cordoned_before:
         steps.append("uncordon")
     return f"{host} (node {node}), batch {batch}: " + ", ".join(step for step in steps if step) + "."

@@ -253,10 +253,16 @@ def test_a_rollout_that_cannot_reach_the_control_plane_stops_before_any_change(t
     assert state["calls"] == [] and changed(tmp_path) == []
     # nodes outside any cluster say so
     result, state = run(
-        tmp_path, "upgrade_kernel.yml", cluster(), upgrade_kernel_release=RELEASE, upgrade_kernel_drain=False
+        tmp_path,
+        "upgrade_kernel.yml",
+        cluster(),
+        "--limit",
+        "node-1",
+        upgrade_kernel_release=RELEASE,
+        upgrade_kernel_drain=False,
     )
     assert result.returncode == 0, result.stdout[-4000:]
-    assert state["calls"] == [] and changed(tmp_path) == NODES
+    assert state["calls"] == [] and changed(tmp_path) == ["node-1"]
 
 
 # ---- relayout_mig.yml -------------------------------------------------------------------------------------------
@@ -265,21 +271,24 @@ def test_a_rollout_that_cannot_reach_the_control_plane_stops_before_any_change(t
 def test_a_mig_relayout_drains_the_nodes_that_name_a_layout_and_waits_for_their_mig_resources(tmp_path):
     rollout_play(tmp_path, "relayout_mig.yml")
     (tmp_path / "host_vars").mkdir()
-    for name in NODES[:2]:
-        (tmp_path / "host_vars" / f"{name}.yml").write_text("nvidia_mig_config: all-1g.10gb\n")
+    (tmp_path / "host_vars" / "node-1.yml").write_text("nvidia_mig_config: all-1g.10gb\n")
     state = cluster(allocatable={"nvidia.com/mig-1g.10gb": "7"})
-    result, state = run(tmp_path, "relayout_mig.yml", state, "--check")
+    # node-1 names a layout, node-3 none (node-2 stays out of these runs: --limit)
+    result, state = run(tmp_path, "relayout_mig.yml", state, "--check", "--limit", "node-1,node-3")
     out = flat(result.stdout)
     assert result.returncode == 0, result.stdout[-4000:]
-    assert "node-1 (node node-1), batch node-1: cordon, drain, MIG layout all-1g.10gb" in out
+    assert (
+        "PLAN (check mode: nothing changes): node-1 (node node-1), batch node-1: cordon, drain, MIG layout "
+        "all-1g.10gb and its CDI spec, wait until Ready with its GPUs allocatable, uncordon." in out
+    )
     assert "node-3 (node node-3), batch node-3: nothing to change (MIG layout (none named)" in out
-    assert all(calls_for(state, name) == ["get node"] for name in NODES)
-    result, state = run(tmp_path, "relayout_mig.yml", None)
+    assert all(calls_for(state, name) == ["get node"] for name in ("node-1", "node-3")) and changed(tmp_path) == []
+    result, state = run(tmp_path, "relayout_mig.yml", None, "--limit", "node-1,node-3")
     assert result.returncode == 0, result.stdout[-4000:]
-    assert changed(tmp_path) == ["node-1", "node-2"]
-    for name in NODES[:2]:
-        assert calls_for(state, name) == ["get node", "cordon", "drain", "get node", "uncordon"]
-    assert calls_for(state, "node-3") == ["get node"]
+    assert changed(tmp_path) == ["node-1"]
+    # back once the device plugin lists the new MIG resources (nvidia.com/mig-1g.10gb: 7)
+    assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "get node", "uncordon"]
+    assert calls_for(state, "node-3") == ["get node"] and calls_for(state, "node-2") == []
 
 
 # ---- move_gpu_allocation.yml ------------------------------------------------------------------------------------
@@ -296,45 +305,41 @@ def slices(name):
     ]
 
 
-def test_a_move_to_dra_and_back_labels_the_nodes_and_waits_for_the_right_api(tmp_path):
+def test_a_move_to_dra_and_back_labels_the_node_and_waits_for_the_right_api(tmp_path):
     rollout_play(tmp_path, "move_gpu_allocation.yml", change_prefix=["move_gpu_allocation_label.yml"])
     state = cluster(allocatable={"nvidia.com/gpu": "0"}, slices=slices)
-    result, state = run(
-        tmp_path,
-        "move_gpu_allocation.yml",
-        state,
-        gpu_node_facts_gpu_allocation="dra",
-        move_gpu_allocation_install_method="gpu-operator",
-    )
+    # GPU Operator: its device plugin DaemonSet selects nvidia.com/gpu.deploy.device-plugin=true
+    extra = {"gpu_node_facts_gpu_allocation": "dra", "move_gpu_allocation_install_method": "gpu-operator"}
+    result, state = run(tmp_path, "move_gpu_allocation.yml", state, "--check", "--limit", "node-1", **extra)
     assert result.returncode == 0, result.stdout[-4000:]
-    for name in NODES:
-        assert calls_for(state, name) == [
-            "get node",
-            "cordon",
-            "drain",
-            "label",
-            "get node",
-            "get resourceslices.v1.resource.k8s.io",
-            "uncordon",
-        ]
-    labels = [c["args"] for c in state["calls"] if c["args"][0] == "label"]
-    assert labels[0] == [
+    assert "batch node-1: cordon, drain, GPU allocation dra, wait until Ready" in flat(result.stdout)
+    assert calls_for(state, "node-1") == ["get node"]
+    result, state = run(tmp_path, "move_gpu_allocation.yml", None, "--limit", "node-1", **extra)
+    assert result.returncode == 0, result.stdout[-4000:]
+    # the wait asks for the DRA driver's ResourceSlices of the node, not the device plugin's resource (0 here)
+    assert calls_for(state, "node-1") == [
+        "get node",
+        "cordon",
+        "drain",
         "label",
-        "node",
-        "node-1",
-        "--overwrite",
-        "gpu-node-provisioning/gpu-allocation=dra",
-        "nvidia.com/gpu.deploy.device-plugin=false",
+        "get node",
+        "get resourceslices.v1.resource.k8s.io",
+        "uncordon",
     ]
-    # back to the device plugin (Helm chart: only the project's label, which the chart's affinity avoids)
-    state["nodes"] = cluster(allocatable={"nvidia.com/gpu": "1"})["nodes"]
-    (tmp_path / "changed").unlink()
-    result, state = run(tmp_path, "move_gpu_allocation.yml", state, gpu_node_facts_gpu_allocation="device-plugin")
+    assert state["nodes"]["node-1"]["labels"] == {
+        "gpu-node-provisioning/gpu-allocation": "dra",
+        "nvidia.com/gpu.deploy.device-plugin": "false",
+    }
+    # back to the device plugin: the labels back, the wait on nvidia.com/gpu in the node's allocatable
+    state["nodes"]["node-1"]["steps"] = [{"node": node("node-1", {"nvidia.com/gpu": "1"}), "slices": []}]
+    state["nodes"]["node-1"]["served"] = 0
+    (tmp_path / "cluster.json").write_text(json.dumps(state))
+    extra["gpu_node_facts_gpu_allocation"] = "device-plugin"
+    result, state = run(tmp_path, "move_gpu_allocation.yml", None, "--limit", "node-1", **extra)
     assert result.returncode == 0, result.stdout[-4000:]
-    for name in NODES:
-        assert calls_for(state, name) == ["get node", "cordon", "drain", "label", "get node", "uncordon"]
-    labels = [c["args"] for c in state["calls"] if c["args"][0] == "label"]
-    assert labels[2] == ["label", "node", "node-3", "--overwrite", "gpu-node-provisioning/gpu-allocation-"]
+    assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "label", "get node", "uncordon"]
+    assert state["nodes"]["node-1"]["labels"] == {"nvidia.com/gpu.deploy.device-plugin": "true"}
+    assert calls_for(state, "node-2") == [] and changed(tmp_path) == ["node-1"]
 
 
 # ---- the filters ------------------------------------------------------------------------------------------------
