@@ -131,10 +131,11 @@ def run(tmp: Path, playbook: str, state: dict | None, *args: str, env: dict | No
 
 
 def calls_for(state, name):
+    """The stand-in kubectl's calls about node ``name`` (by name, or by the field selector of a ResourceSlice list)."""
     return [
         " ".join(c["args"][:2]) if c["args"][0] in ("get", "annotate") else c["args"][0]
         for c in state["calls"]
-        if name in c["args"]
+        if any(arg == name or arg.startswith(f"spec.nodeName={name},") for arg in c["args"])
     ]
 
 
