@@ -1,7 +1,7 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
-"""Rollouts: the ``serial:`` of playbooks/gpu_nodes.yml (a canary, then batches) and of
-playbooks/upgrade_driver.yml (its batch size), and upgrade_driver.yml's kubectl and its wait for a node's GPUs.
+"""Rollouts: the ``serial:`` of playbooks/gpu_nodes.yml (a canary, then batches) and of the rollout playbooks, and
+the rollout mechanism's kubectl, its wait for a node's GPUs, its stops and resumes (playbooks/tasks/rollout.yml).
 
 `gpu_rollout_serial(canary, batches, canary_name="gpu_nodes_canary", batches_name="gpu_nodes_batches")`
     The list for a play's ``serial:``: ``[canary, *batches]``. ``canary`` is a number of nodes (None, "" or 0:
@@ -42,6 +42,25 @@ count=1)`
     ``driver`` and ``spec.nodeName`` the node (resource.k8s.io/v1, GA in Kubernetes 1.34: kubernetes/api
     resource/v1/types.go, ResourceSliceSpec ``driver``/``nodeName``/``devices``); ``none`` asks only for Ready.
     ``missing`` says what is not there yet (empty when back) and ``fix`` what to look at.
+
+The shared mechanism of every rollout playbook (playbooks/tasks/rollout.yml):
+
+`gpu_rollout_batches(prefix, canary=None, batch=None, max_unavailable=None)`
+    The ``serial:`` of a rollout playbook: ``<prefix>_canary`` (default 1) then ``<prefix>_batch`` or
+    ``<prefix>_max_unavailable`` (default "25%"), checked by gpu_rollout_serial under those names.
+
+`gpu_rollout_control_plane(groups, drain=True, prefix="rollout", play_hosts=None)`
+    The first ``kube_control_plane`` host, '' with ``drain`` off; refused where the inventory has none (an AWX job
+    slice without it), naming why and the fix.
+
+`gpu_rollout_node_state(result, node, rollout="")`, `gpu_rollout_annotation(rollout, step, reason, cordoned)`,
+`gpu_rollout_annotate(kubectl, node, value=None)`, `gpu_rollout_results(previous, node="")`
+    The node's cordon and the stop a last run recorded in its annotation ``gpu-node-provisioning/rollout`` (and
+    the sentence saying where it resumes), that annotation's value, the kubectl command line that writes or
+    removes it, and the fleet report's row of a stop.
+
+`gpu_rollout_plan(node, host, needed, what, batch, reboot, drain_host, cordoned_before=False, validate=True)`
+    One node's line of the plan every run prints (and ``--check`` stops after).
 
 Pure functions; the unit tests call them without Ansible.
 """
