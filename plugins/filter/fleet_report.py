@@ -24,7 +24,9 @@
     No time stamp: the files change only when a result changed.
 
 `gpu_fleet_results(hosts, hostvars)`
-    Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report.
+    Each host's fact gpu_validate_results, None where a host has none: the ``nodes`` of gpu_fleet_report. A host's
+    fact gpu_rollout_results (the row "rollout: <playbook>" of a rollout that stopped on it, playbooks/tasks/
+    rollout.yml, read back from the node's annotation on later runs) is added to its rows.
 
 `gpu_node_health(checks)`
     A node's GPU health from its doctor rows (the "GPU health: ..." rows, family health): {status, drain, reasons}; the
@@ -230,12 +232,20 @@ def _controller_files():
 gpu_node_health = _controller_files().load_module_util("gpu_validate_logic").node_health
 
 
-def gpu_fleet_results(hosts, hostvars, name: str = "gpu_validate_results") -> list:
-    """Each host's doctor results (the fact ``name``) from ``hostvars``, None for a host without them."""
+def gpu_fleet_results(
+    hosts, hostvars, name: str = "gpu_validate_results", rollout: str = "gpu_rollout_results"
+) -> list:
+    """Each host's doctor results (the fact ``name``) from ``hostvars``, None for a host without them; a host's
+    rollout rows (the fact ``rollout``, playbooks/tasks/rollout.yml: a failed or stopped rollout step) follow its
+    doctor's rows, or stand alone where it has none."""
     results = []
     for host in hosts or []:
         variables = hostvars[host] if host in hostvars else {}  # noqa: SIM401 (Ansible's lazy HostVars: membership, then item)
-        results.append(variables[name] if name in variables else None)  # noqa: SIM401 (as above)
+        rows = variables[name] if name in variables else None  # noqa: SIM401 (as above)
+        extra = variables[rollout] if rollout in variables else None  # noqa: SIM401 (as above)
+        if extra:
+            rows = [*(rows or []), *extra]
+        results.append(rows)
     return results
 
 

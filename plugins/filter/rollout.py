@@ -1,7 +1,7 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
-"""Rollouts: the ``serial:`` of playbooks/gpu_nodes.yml (a canary, then batches) and of
-playbooks/upgrade_driver.yml (its batch size), and upgrade_driver.yml's kubectl and its wait for a node's GPUs.
+"""Rollouts: the ``serial:`` of playbooks/gpu_nodes.yml (a canary, then batches) and of the rollout playbooks, and
+the rollout mechanism's kubectl, its wait for a node's GPUs, its stops and resumes (playbooks/tasks/rollout.yml).
 
 `gpu_rollout_serial(canary, batches, canary_name="gpu_nodes_canary", batches_name="gpu_nodes_batches")`
     The list for a play's ``serial:``: ``[canary, *batches]``. ``canary`` is a number of nodes (None, "" or 0:
@@ -42,6 +42,25 @@ count=1)`
     ``driver`` and ``spec.nodeName`` the node (resource.k8s.io/v1, GA in Kubernetes 1.34: kubernetes/api
     resource/v1/types.go, ResourceSliceSpec ``driver``/``nodeName``/``devices``); ``none`` asks only for Ready.
     ``missing`` says what is not there yet (empty when back) and ``fix`` what to look at.
+
+The shared mechanism of every rollout playbook (playbooks/tasks/rollout.yml):
+
+`gpu_rollout_batches(prefix, canary=None, batch=None, max_unavailable=None)`
+    The ``serial:`` of a rollout playbook: ``<prefix>_canary`` (default 1) then ``<prefix>_batch`` or
+    ``<prefix>_max_unavailable`` (default "25%"), checked by gpu_rollout_serial under those names.
+
+`gpu_rollout_control_plane(groups, drain=True, prefix="rollout", play_hosts=None)`
+    The first ``kube_control_plane`` host, '' with ``drain`` off; refused where the inventory has none (an AWX job
+    slice without it), naming why and the fix.
+
+`gpu_rollout_node_state(result, node, rollout="")`, `gpu_rollout_annotation(rollout, step, reason, cordoned)`,
+`gpu_rollout_annotate(kubectl, node, value=None)`, `gpu_rollout_results(previous, node="")`
+    The node's cordon and the stop a last run recorded in its annotation ``gpu-node-provisioning/rollout`` (and
+    the sentence saying where it resumes), that annotation's value, the kubectl command line that writes or
+    removes it, and the fleet report's row of a stop.
+
+`gpu_rollout_plan(node, host, needed, what, batch, reboot, drain_host, cordoned_before=False, validate=True)`
+    One node's line of the plan every run prints (and ``--check`` stops after).
 
 Pure functions; the unit tests call them without Ansible.
 """
@@ -90,8 +109,22 @@ def _batch(value, name: str):
     )
 
 
-def gpu_rollout_serial(canary, batches=None, canary_name="gpu_nodes_canary", batches_name="gpu_nodes_batches") -> list:
+def gpu_rollout_serial(
+    canary,
+    batches=None,
+    canary_name="gpu_nodes_canary",
+    batches_name="gpu_nodes_batches",
+    max_unavailable=None,
+    max_unavailable_name="rollout_max_unavailable",
+) -> list:
     """The ``serial:`` list of a rollout (module docstring)."""
+    if not _unset(max_unavailable):
+        if not _unset(batches) and batches != max_unavailable:
+            raise AnsibleFilterError(
+                f"{batches_name} and {max_unavailable_name} are both set: a batch is drained at once, so its size "
+                f"is the number of nodes unavailable at a time; set one of them"
+            )
+        batches, batches_name = max_unavailable, max_unavailable_name
     serial = []
     if not _unset(canary) and canary != 0:
         first = _batch(canary, canary_name)
@@ -109,6 +142,22 @@ def gpu_rollout_serial(canary, batches=None, canary_name="gpu_nodes_canary", bat
     elif serial:
         serial.append("100%")
     return serial
+
+
+def gpu_rollout_batches(prefix, canary=None, batch=None, max_unavailable=None) -> list:
+    """The ``serial:`` of a rollout playbook (playbooks/tasks/rollout.yml): ``<prefix>_canary`` nodes first (default
+    1; 0: none), then batches of ``<prefix>_batch`` or ``<prefix>_max_unavailable`` nodes (a number or a percentage;
+    default "25%"): every node of a batch is drained at once, so the batch size is the number unavailable at a time."""
+    if _unset(batch) and _unset(max_unavailable):
+        batch = "25%"
+    return gpu_rollout_serial(
+        1 if canary is None else canary,
+        batch,
+        canary_name=f"{prefix}_canary",
+        batches_name=f"{prefix}_batch",
+        max_unavailable=max_unavailable,
+        max_unavailable_name=f"{prefix}_max_unavailable",
+    )
 
 
 def gpu_rollout_kubectl(installer, admin, kubeconfig=None, kubectl=None) -> list:
@@ -135,18 +184,18 @@ def _seconds(value, name: str, least: int) -> int:
     return int(text)
 
 
-def gpu_rollout_wait(api, timeout, delay, count) -> dict:
+def gpu_rollout_wait(api, timeout, delay, count, prefix="upgrade_driver") -> dict:
     """The wait's settings, checked (module docstring)."""
     if api not in WAIT_APIS:
         raise AnsibleFilterError(
-            f"upgrade_driver_gpu_api: {api!r}; write device_plugin (nvidia.com/gpu in the node's allocatable), "
+            f"{prefix}_gpu_api: {api!r}; write device_plugin (nvidia.com/gpu in the node's allocatable), "
             "dra (ResourceSlices of the DRA driver gpu.nvidia.com) or none (wait for Ready only)"
         )
-    delay = _seconds(delay, "upgrade_driver_ready_delay", 1)
-    timeout = _seconds(timeout, "upgrade_driver_ready_timeout", delay)
+    delay = _seconds(delay, f"{prefix}_ready_delay", 1)
+    timeout = _seconds(timeout, f"{prefix}_ready_timeout", delay)
     if isinstance(count, bool) or not str(count).strip().isdigit():
         raise AnsibleFilterError(
-            f"upgrade_driver_gpu_count: {count!r}; write the number of GPUs that must be allocatable again (2), "
+            f"{prefix}_gpu_count: {count!r}; write the number of GPUs that must be allocatable again (2), "
             "or 0 to wait for Ready only"
         )
     return {"api": api, "timeout": timeout, "delay": delay, "retries": -(-timeout // delay), "count": int(count)}
@@ -274,6 +323,128 @@ def gpu_rollout_wait_script(
     )
 
 
+# ---- the shared mechanism of every rollout (playbooks/tasks/rollout.yml) ------------------------------------------
+
+# The node annotation that holds a stopped rollout's step and reason (read back by the next run: it resumes there,
+# and the fleet report shows it); the prefix is the project's, as the node label gpu-node-provisioning/gpu-allocation.
+ANNOTATION = "gpu-node-provisioning/rollout"
+
+
+def gpu_rollout_control_plane(groups, drain=True, prefix="rollout", play_hosts=None) -> str:
+    """The host that cordons and drains (the first of ``kube_control_plane``), '' when ``drain`` is off; refused,
+    before anything changes, where the play has no such host. AWX's job slicing gives each slice job an inventory of
+    its own hosts only, its groups keeping only those (awx/main/models/inventory.py, get_script_data and
+    get_sliced_hosts), and no variable tells the job it is a slice (awx/main/models/unified_jobs.py awx_meta_vars;
+    the slice number is the job's field job_slice_number, used only to cut the inventory): a slice without the
+    control-plane host sees no such group, which is what is refused here."""
+    if not _truthy(drain):
+        return ""
+    hosts = list((groups or {}).get("kube_control_plane") or [])
+    if hosts:
+        return hosts[0]
+    raise AnsibleFilterError(
+        "no host of group kube_control_plane is in this run's inventory, so the nodes cannot be cordoned and "
+        "drained before the change: the rollout stops before any change. Add the control-plane host to the "
+        "inventory in group kube_control_plane (kubectl and its kubeconfig are read there). Under AWX or AAP, do "
+        "not slice a rollout job (job slicing cuts the inventory, and a slice without that host cannot drain). "
+        f"Nodes outside any cluster: set {prefix}_drain=false"
+        + (f" (hosts of this play: {', '.join(map(str, play_hosts))})" if play_hosts else "")
+    )
+
+
+def _truthy(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on", "y")
+    return bool(value)
+
+
+def gpu_rollout_node_state(result, node, rollout="") -> dict:
+    """The node as the rollout finds it, from ``kubectl get node NODE -o jsonpath={.spec.unschedulable}|
+    {.metadata.annotations}``: ``{"found", "unschedulable", "previous", "resume", "cordoned_by_rollout"}``.
+    ``previous`` is the annotation ANNOTATION a stopped rollout left ({rollout, step, reason, cordoned}) or None;
+    ``resume`` a sentence saying where the last run stopped ('' when it did not stop on this node);
+    ``cordoned_by_rollout``: the node is cordoned because a rollout stopped on it (uncordoned when it finishes),
+    not by someone before (left cordoned). A node kubectl does not know (NotFound): found False."""
+    result = result or {}
+    state = {"found": False, "unschedulable": False, "previous": None, "resume": "", "cordoned_by_rollout": False}
+    if result.get("rc") != 0:
+        return state
+    state["found"] = True
+    spec, _, annotations = str(result.get("stdout") or "").strip().partition("|")
+    state["unschedulable"] = spec.strip() == "true"
+    try:
+        annotations = json.loads(annotations) if annotations.strip() else {}
+        previous = json.loads(annotations.get(ANNOTATION) or "null")
+    except (ValueError, AttributeError):
+        previous = None
+    if isinstance(previous, Mapping):
+        state["previous"] = dict(previous)
+        state["cordoned_by_rollout"] = state["unschedulable"] and bool(previous.get("cordoned"))
+        same = "" if previous.get("rollout") in ("", None, rollout) else f" (of {previous.get('rollout')})"
+        state["resume"] = (
+            f"Resuming: the last rollout{same} stopped on node {node} at step {previous.get('step') or '?'}: "
+            f"{previous.get('reason') or 'no reason recorded'}. It runs again from the start of its steps"
+            + (
+                "; the node is cordoned since then and is uncordoned when it finishes."
+                if state["cordoned_by_rollout"]
+                else "."
+            )
+        )
+    return state
+
+
+def gpu_rollout_annotation(rollout, step, reason, cordoned) -> str:
+    """The annotation's value: compact JSON of the rollout, the step it stopped at, why (its first 600 characters,
+    on one line) and whether the rollout left the node cordoned."""
+    text = " ".join(str(reason or "").split())
+    return json.dumps(
+        {"rollout": str(rollout), "step": str(step), "reason": text[:600], "cordoned": bool(cordoned)},
+        separators=(",", ":"),
+        sort_keys=True,
+    )
+
+
+def gpu_rollout_annotate(kubectl, node, value=None) -> list:
+    """The kubectl command line that records ``value`` in the node's annotation ANNOTATION (overwriting), or, with
+    None, removes it."""
+    record = f"{ANNOTATION}={value}" if value is not None else f"{ANNOTATION}-"
+    return [*kubectl, "annotate", "node", str(node), record, *(["--overwrite"] if value is not None else [])]
+
+
+def gpu_rollout_results(previous, node="") -> list:
+    """The fleet report's row of a stopped rollout (the doctor's row format): ``[]`` for None."""
+    if not isinstance(previous, Mapping):
+        return []
+    rollout = previous.get("rollout") or "rollout"
+    return [
+        {
+            "check": f"rollout: {rollout}",
+            "status": "fail",
+            "detail": f"stopped at step {previous.get('step') or '?'}: {previous.get('reason') or 'no reason'}"
+            + (" (the node stays cordoned)" if previous.get("cordoned") else ""),
+            "fix": f"fix the cause, then run playbooks/{rollout}.yml again: it resumes on {node or 'this node'} "
+            f"(kubectl annotate node {node or '<node>'} {ANNOTATION}- forgets the stop)",
+        }
+    ]
+
+
+def gpu_rollout_plan(node, host, needed, what, batch, reboot, drain_host, cordoned_before=False, validate=True) -> str:
+    """One node's line of the plan ``--check`` prints (and every run shows before it touches the node)."""
+    if not _truthy(needed):
+        return f"{host} (node {node}), batch {batch}: nothing to change ({what}); not drained."
+    steps = []
+    if drain_host:
+        steps.append(("keep cordoned (it was before)" if cordoned_before else "cordon") + ", drain")
+    steps.append(what)
+    if _truthy(reboot):
+        steps.append("reboot")
+    steps.append("wait until Ready with its GPUs allocatable" if drain_host else "")
+    steps.append("the doctor" if _truthy(validate) else "")
+    if drain_host and not cordoned_before:
+        steps.append("uncordon")
+    return f"{host} (node {node}), batch {batch}: " + ", ".join(step for step in steps if step) + "."
+
+
 class FilterModule:
     """Filters of the rollout playbooks."""
 
@@ -281,7 +452,14 @@ class FilterModule:
         return {
             "gpu_rollout_serial": gpu_rollout_serial,
             "gpu_rollout_kubectl": gpu_rollout_kubectl,
+            "gpu_rollout_batches": gpu_rollout_batches,
             "gpu_rollout_wait": gpu_rollout_wait,
             "gpu_rollout_node_gpus": gpu_rollout_node_gpus,
             "gpu_rollout_wait_script": gpu_rollout_wait_script,
+            "gpu_rollout_control_plane": gpu_rollout_control_plane,
+            "gpu_rollout_node_state": gpu_rollout_node_state,
+            "gpu_rollout_annotation": gpu_rollout_annotation,
+            "gpu_rollout_annotate": gpu_rollout_annotate,
+            "gpu_rollout_results": gpu_rollout_results,
+            "gpu_rollout_plan": gpu_rollout_plan,
         }

@@ -394,12 +394,19 @@ def test_the_refresh_dropin_is_written_or_removed_and_systemd_reloaded_when_it_c
 
 
 def test_the_driver_upgrade_regenerates_the_cdi_spec_after_the_reboot_and_before_the_doctor():
-    play = yaml.safe_load((ROOT / "playbooks" / "upgrade_driver.yml").read_text())[0]
-    tasks = play["tasks"]
+    # the driver upgrade's change (playbooks/upgrade_driver.yml on the rollout mechanism)
+    tasks = yaml.safe_load((ROOT / "playbooks" / "tasks" / "upgrade_driver_change.yml").read_text())
     reboot = next(i for i, t in enumerate(tasks) if t.get("ansible.builtin.meta") == "flush_handlers")
-    regenerate = next(i for i, t in enumerate(tasks) if "ansible.builtin.include_role" in t)
+    regenerate = next(
+        i
+        for i, t in enumerate(tasks)
+        if t.get("ansible.builtin.include_role", {}).get("name") == "nvidia_container_toolkit"
+    )
     assert regenerate > reboot
     include = tasks[regenerate]["ansible.builtin.include_role"]
     assert include == {"name": "nvidia_container_toolkit", "tasks_from": "cdi.yml"}
     assert (ROLE / "tasks" / include["tasks_from"]).is_file()
-    assert play["post_tasks"][0]["ansible.builtin.include_role"]["name"] == "gpu_validate"  # the doctor comes after
+    # the mechanism runs the doctor after the change
+    (block,) = [t for t in yaml.safe_load((ROOT / "playbooks" / "tasks" / "rollout.yml").read_text()) if "block" in t]
+    names = [t["name"] for t in block["block"]]
+    assert names.index("Make the change") < names.index("Validate the node after the change")

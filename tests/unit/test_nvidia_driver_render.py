@@ -1507,7 +1507,8 @@ def test_site_yml_refuses_version_changes_and_the_rolling_upgrade_allows_them():
     [driver] = [role for role in gpu_nodes["roles"] if role["role"] == "nvidia_driver"]
     assert driver["vars"]["nvidia_driver_version_change"] == "refuse"
     upgrade = yaml.safe_load((ROOT / "playbooks" / "upgrade_driver.yml").read_text())[0]
-    [driver] = [role for role in upgrade["roles"] if role["role"] == "nvidia_driver"]
+    change = yaml.safe_load((ROOT / "playbooks" / "tasks" / "upgrade_driver_change.yml").read_text())
+    [driver] = [task for task in change if task.get("ansible.builtin.include_role", {}).get("name") == "nvidia_driver"]
     assert driver["vars"]["nvidia_driver_version_change"] == "allow"
     assert upgrade["serial"] and upgrade["max_fail_percentage"] == 0
 

@@ -187,41 +187,35 @@ def test_the_users_kubeconfig_and_kubectl_win():
 # ---- the play's cordon, drain, wait and uncordon, with the stand-in kubectl -----------------------------------
 
 
+STANDIN_CHANGE = ROOT / "tests" / "fixtures" / "rollout" / "change.yml"
+
+
 def play_of_the_kubectl_steps(tmp: Path, facts_root: Path | None = None) -> Path:
-    """upgrade_driver.yml's play with its own vars and every task of it except the roles (facts, driver, CDI, doctor:
-    covered by their own tests; the driver's reboot cannot happen here). With ``facts_root``, the play's gpu_node_facts
-    task reads the control-plane host below that tree (the module's `root` option)."""
+    """upgrade_driver.yml's play as it is, on the rollout mechanism (playbooks/tasks/rollout.yml, its cordon, drain,
+    wait, uncordon and stop), but for the roles (facts, driver, CDI, doctor: covered by their own tests; the driver's
+    reboot cannot happen here): the driver's change is the TEST STAND-IN tests/fixtures/rollout/change.yml. With
+    ``facts_root``, the mechanism's gpu_node_facts task reads the control-plane host below that tree (the module's
+    `root` option)."""
     play = yaml.safe_load(PLAYBOOK.read_text())[0]
     assert play["vars_files"] == ["../roles/gpu_node_facts/vars/main.yml"]
-
-    def kept(tasks):
-        out = []
-        for task in tasks:
-            if "ansible.builtin.include_role" in task or "ansible.builtin.meta" in task:
-                continue
-            task = dict(task)
-            if facts_root and "gpu_node_facts" in task:
+    tasks = [task for task in play["tasks"] if "ansible.builtin.include_role" not in task]
+    (rollout,) = tasks
+    assert rollout["ansible.builtin.include_tasks"] == "tasks/rollout.yml"
+    assert rollout["vars"]["rollout_change"] == "upgrade_driver_change.yml"
+    mechanism = yaml.safe_load((PLAYBOOK.parent / "tasks" / "rollout.yml").read_text())
+    if facts_root:
+        for task in mechanism:
+            if "gpu_node_facts" in task:
                 task["gpu_node_facts"] = {**task["gpu_node_facts"], "root": str(facts_root)}
-            if "ansible.builtin.include_tasks" in task:
-                task["ansible.builtin.include_tasks"] = str(PLAYBOOK.parent / task["ansible.builtin.include_tasks"])
-            out.append(task)
-        return out
-
-    test_play = {
-        "name": play["name"],
-        "hosts": play["hosts"],
-        "gather_facts": False,
-        "max_fail_percentage": play["max_fail_percentage"],
-        "vars_files": [str(SHARED)],
-        "vars": play["vars"],
-        "pre_tasks": kept(play["pre_tasks"]),
-        "tasks": kept(play.get("tasks", [])),
-        "post_tasks": kept(play["post_tasks"]),
+    (tmp / "rollout.yml").write_text(yaml.safe_dump(mechanism, sort_keys=False))
+    for name in ("rollout_wait.yml", "rollout_failed.yml", "upgrade_driver_preflight.yml"):
+        (tmp / name).write_text((PLAYBOOK.parent / "tasks" / name).read_text())
+    rollout = {
+        **rollout,
+        "ansible.builtin.include_tasks": str(tmp / "rollout.yml"),
+        "vars": {**rollout["vars"], "rollout_change": str(STANDIN_CHANGE)},
     }
-    names = [t["name"] for t in test_play["post_tasks"]]
-    assert names.index("Wait for the node's GPUs to be allocatable") < names.index(
-        "Uncordon the node (unless it was cordoned before the upgrade)"
-    )
+    test_play = {**play, "gather_facts": False, "vars_files": [str(SHARED)], "tasks": [rollout]}
     path = tmp / "upgrade_kubectl_steps.yml"
     path.write_text(yaml.safe_dump([test_play], sort_keys=False))
     (tmp / "inventory.ini").write_text(
@@ -232,7 +226,8 @@ def play_of_the_kubectl_steps(tmp: Path, facts_root: Path | None = None) -> Path
 
 def upgrade(tmp: Path, steps: list, facts_root: Path | None = None, **settings):
     cluster = tmp / "cluster.json"
-    cluster.write_text(json.dumps({"node": NODE, "unschedulable": False, "steps": steps, "served": 0, "calls": []}))
+    if steps is not None:  # None: the cluster as the last run left it
+        cluster.write_text(json.dumps({"node": NODE, "unschedulable": False, "steps": steps, "served": 0, "calls": []}))
     extra = {
         "upgrade_driver_kubectl": str(KUBECTL),
         **({} if facts_root else {"upgrade_driver_kubeconfig": str(cluster)}),  # the stand-in's state
@@ -241,6 +236,9 @@ def upgrade(tmp: Path, steps: list, facts_root: Path | None = None, **settings):
         "upgrade_driver_gpu_count": 2,
         "upgrade_driver_ready_delay": 1,
         "upgrade_driver_ready_timeout": 20,
+        "upgrade_driver_validate": False,  # the doctor has its own tests; here it would check this machine
+        "rollout_standin_dir": str(tmp),
+        "gpu_validate_fleet_report": str(tmp / "gpu-fleet-report"),
         **settings,
     }
     run = run_local_playbook(
@@ -271,14 +269,33 @@ def test_the_rollout_stops_with_the_node_cordoned_when_its_gpus_never_come_back(
     assert "uncordon" not in verbs(cluster["calls"])
     # it looked for the whole timeout: every 1 s for 3 s, the first look included
     assert verbs(cluster["calls"]).count("get node") == 1 + 4
-    assert verbs(cluster["calls"])[-1] == "cordon" and cluster["unschedulable"] is True
+    # the rescue cordons it again and records the stop in its annotation
+    assert verbs(cluster["calls"])[-2:] == ["cordon", "annotate"] and cluster["unschedulable"] is True
+    stop = json.loads(cluster["annotations"]["gpu-node-provisioning/rollout"])
+    assert stop["rollout"] == "upgrade_driver" and stop["cordoned"] is True
+    assert stop["step"] == "Stop the rollout when the node did not come back"
+    assert "nvidia.com/gpu is not in its status.allocatable" in stop["reason"]
     out = " ".join(run.stdout.split())
-    assert (
-        "Node gpu-a100-01 did not come back within 3s after its driver upgrade: nvidia.com/gpu is not in its "
-        "status.allocatable. It stays cordoned and the rollout stops here"
-    ) in out
+    assert "Node gpu-a100-01 did not come back within 3s after driver newest of branch the platform default" in out
+    assert ("nvidia.com/gpu is not in its status.allocatable. It stays cordoned and the rollout stops here") in out
     assert "Fix: look at the NVIDIA device plugin's pod on gpu-a100-01" in out
-    assert "then kubectl uncordon gpu-a100-01" in out
+    assert "it resumes on gpu-a100-01 and uncordons it once it is back" in out
+    # the fleet report shows the stop
+    fleet = json.loads((tmp_path / "gpu-fleet-report.json").read_text())
+    (node_doc,) = fleet["nodes"]
+    assert node_doc["status"] == "fail"
+    assert "stopped at step Stop the rollout when" in node_doc["cells"]["rollout: upgrade_driver"]["detail"]
+
+    # the second run resumes: it says where it stopped, runs the node again and uncordons it once its GPUs are back
+    cluster["steps"], cluster["served"], cluster["calls"] = [{"node": GPUS}], 0, []
+    (tmp_path / "cluster.json").write_text(json.dumps(cluster))
+    run, cluster = upgrade(tmp_path, None)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = " ".join(run.stdout.split())
+    assert "Resuming: the last rollout stopped on node gpu-a100-01 at step Stop the rollout when the node" in out
+    assert "the node is cordoned since then and is uncordoned when it finishes" in out
+    assert verbs(cluster["calls"]) == ["get node", "drain", "get node", "uncordon", "annotate"]
+    assert cluster["unschedulable"] is False and cluster["annotations"] == {}
 
 
 def test_with_dra_the_play_waits_for_the_gpu_drivers_resource_slices(tmp_path):
@@ -361,12 +378,17 @@ def test_the_wait_script_is_the_one_the_jinja_program_rendered(api, count, kubec
     from conftest import render_role_value
 
     variables = {
+        "__rollout_kubectl": kubectl,
+        "__rollout_node": node_name,
+        "__rollout_wait": {"api": api, "count": count},
+        "__rollout_resourceslices": "resourceslices.v1.resource.k8s.io",
+        "__rollout_dra_driver": "gpu.nvidia.com",
         "__upgrade_driver_kubectl": kubectl,
         "__upgrade_driver_node": node_name,
         "__upgrade_driver_wait": {"api": api, "count": count},
         "__upgrade_driver_resourceslices": "resourceslices.v1.resource.k8s.io",
         "__upgrade_driver_dra_driver": "gpu.nvidia.com",
     }
-    task = yaml.safe_load((ROOT / "playbooks" / "tasks" / "upgrade_driver_wait.yml").read_text())[0]
+    task = yaml.safe_load((ROOT / "playbooks" / "tasks" / "rollout_wait.yml").read_text())[0]
     new = render_role_value(task["ansible.builtin.shell"]["cmd"], variables)
     assert new == render_role_value(OLD_WAIT_SCRIPT, variables)

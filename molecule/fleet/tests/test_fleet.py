@@ -176,3 +176,87 @@ def test_a_canary_whose_doctor_fails_stops_the_rollout_and_leaves_the_other_node
     assert dom.summary == {"fail": 1, "warn": 0, "ok": 0, "none": 2}
     family, status, title = dom.rows[0]["cells"][0]
     assert (family, status) == ("security", "fail") and "Fix:" in title, dom.rows[0]["cells"][0]
+
+
+# ---- issue 48: the rollout mechanism on the fleet's nodes ----------------------------------------------------------
+
+KUBECTL = PROJECT / "tests" / "fixtures" / "kubectl-standin" / "kubectl"  # TEST STAND-IN: no cluster here
+
+
+def _rollout(tmp: Path, *args: str, **extra) -> tuple[subprocess.CompletedProcess, dict]:
+    """playbooks/upgrade_kernel.yml over the three nodes as they are, the control plane being this controller with
+    the stand-in kubectl (its state: every node Ready with a GPU allocatable)."""
+    state = tmp / "cluster.json"
+    node = {"status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"nvidia.com/gpu": "1"}}}
+    state.write_text(
+        json.dumps(
+            {
+                "nodes": {n: {"unschedulable": False, "steps": [{"node": node}], "served": 0} for n in NODES},
+                "calls": [],
+            }
+        )
+    )
+    plane = tmp / "control-plane.ini"
+    plane.write_text(
+        f"[kube_control_plane]\nlocalhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+    )
+    settings = {
+        "rollout_kubectl": str(KUBECTL),
+        "rollout_kubeconfig": str(state),
+        "rollout_node_name": "{{ inventory_hostname }}",
+        "rollout_validate": False,
+        "gpu_validate_fleet_report": str(tmp / "gpu-fleet-report"),
+        **extra,
+    }
+    env = {k: v for k, v in os.environ.items() if k not in ("ANSIBLE_CONFIG", "ANSIBLE_FORCE_COLOR", "PY_COLORS")}
+    env["ANSIBLE_NOCOLOR"] = "1"
+    run = subprocess.run(
+        [
+            "ansible-playbook",
+            "-i",
+            os.environ["MOLECULE_INVENTORY_FILE"],
+            "-i",
+            str(plane),
+            *args,
+            "-e",
+            json.dumps(settings),
+            str(PROJECT / "playbooks" / "upgrade_kernel.yml"),
+        ],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return run, json.loads(state.read_text())
+
+
+def test_a_kernel_update_refuses_the_canary_whose_modules_no_source_has_before_its_drain(tmp_path):
+    # a kernel no package source of the nodes has: the canary is refused by its own apt-cache, never drained
+    release = "6.1.0-999-amd64"
+    run, state = _rollout(tmp_path, upgrade_kernel_release=release)
+    (LOGS / "fleet-kernel-refused.log").write_text(run.stdout + run.stderr)
+    assert run.returncode == 2, run.stdout[-3000:]
+    out = " ".join(run.stdout.split())
+    assert (
+        f"{CANARY} cannot have kernel {release} with its NVIDIA modules: not in its package sources: "
+        f"linux-image-{release}, linux-headers-{release}" in out
+    )
+    assert [c["args"][:3] for c in state["calls"]] == [["get", "node", CANARY], ["annotate", "node", CANARY]]
+    stop = json.loads(state["nodes"][CANARY]["annotations"]["gpu-node-provisioning/rollout"])
+    assert stop["rollout"] == "upgrade_kernel" and stop["cordoned"] is False
+    assert all(not node["unschedulable"] for node in state["nodes"].values())
+    fleet = json.loads((tmp_path / "gpu-fleet-report.json").read_text())
+    assert fleet["nodes"][0]["host"] == CANARY and fleet["nodes"][0]["status"] == "fail"
+
+
+def test_check_mode_prints_the_kernel_plan_of_every_batch_and_changes_nothing(tmp_path):
+    # the kernel the containers run (their host's): nothing to change anywhere; --check reads and prints only
+    kernel = subprocess.run(["uname", "-r"], capture_output=True, text=True, check=True).stdout.strip()
+    run, state = _rollout(tmp_path, "--check", upgrade_kernel_release=kernel)
+    assert run.returncode == 0, run.stdout[-3000:]
+    out = " ".join(run.stdout.split())
+    for name in NODES:
+        assert f"PLAN (check mode: nothing changes): {name} (node {name}), batch {name}: nothing to change" in out
+    assert [c["args"][0] for c in state["calls"]] == ["get"] * 3
+    assert all(not node["unschedulable"] and not node.get("annotations") for node in state["nodes"].values())

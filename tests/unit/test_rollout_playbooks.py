@@ -1,0 +1,387 @@
+"""The rollout mechanism (playbooks/tasks/rollout.yml, issue 48) under each of its playbooks, run by ansible-playbook
+over three inventory nodes on this machine with the TEST STAND-INs: kubectl (tests/fixtures/kubectl-standin, one
+state file for the cluster), apt-cache (tests/fixtures/apt-cache-standin: which kernel packages the sources have) and
+the change (tests/fixtures/rollout/change.yml: a driver, a kernel with its module build, a MIG layout cannot be made
+here). The rest is the playbooks' own: their serial, preflight, plan, cordon, drain, wait, stop, annotation, fleet
+report row and resume. The reboot is off (this machine must not reboot) and so is the doctor (its own tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, load_module, run_local_playbook
+
+rollout = load_module("rollout", subdir="plugins/filter")
+PLAYBOOKS = ROOT / "playbooks"
+TASKS = PLAYBOOKS / "tasks"
+SHARED = ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"
+KUBECTL = ROOT / "tests" / "fixtures" / "kubectl-standin" / "kubectl"
+APT_CACHE = ROOT / "tests" / "fixtures" / "apt-cache-standin"
+STANDIN_CHANGE = ROOT / "tests" / "fixtures" / "rollout" / "change.yml"
+NODES = ["node-1", "node-2", "node-3"]
+ANNOTATION = "gpu-node-provisioning/rollout"
+RELEASE = "6.1.0-99-amd64"
+
+
+def node(name, allocatable=None):
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+            "allocatable": {"cpu": "8", **(allocatable or {"nvidia.com/gpu": "1"})},
+        },
+    }
+
+
+def cluster(allocatable=None, slices=None) -> dict:
+    return {
+        "nodes": {
+            name: {
+                "unschedulable": False,
+                "steps": [{"node": node(name, allocatable), "slices": slices(name) if slices else []}],
+                "served": 0,
+            }
+            for name in NODES
+        },
+        "calls": [],
+    }
+
+
+def rollout_play(tmp: Path, playbook: str, change_prefix: list | None = None, control_plane: bool = True) -> Path:
+    """The playbook's play as it is, with the stand-in change (after ``change_prefix``, the playbook's own task files
+    to run first), no reboot and no check after it; a pre-task stands in for the kernel the changed nodes booted."""
+    (play,) = yaml.safe_load((PLAYBOOKS / playbook).read_text())
+    assert play["max_fail_percentage"] == 0 and "gpu_rollout_batches" in play["serial"]
+    (include,) = [task for task in play["tasks"] if "ansible.builtin.include_tasks" in task]
+    assert include["ansible.builtin.include_tasks"] == "tasks/rollout.yml"
+    for path in TASKS.glob("*.yml"):
+        (tmp / path.name).write_text(path.read_text())
+    change = tmp / "test_change.yml"
+    change.write_text(
+        yaml.safe_dump(
+            [{"name": f"Run {name}", "ansible.builtin.include_tasks": str(tmp / name)} for name in change_prefix or []]
+            + [{"name": "Run the stand-in change", "ansible.builtin.include_tasks": str(STANDIN_CHANGE)}]
+        )
+    )
+    include = {
+        **include,
+        "ansible.builtin.include_tasks": str(tmp / "rollout.yml"),
+        "vars": {**include["vars"], "rollout_change": str(change), "rollout_reboot": False, "rollout_verify": ""},
+    }
+    standin_kernel = {
+        "name": "TEST STAND-IN the kernel a changed node booted",
+        "ansible.builtin.set_fact": {
+            "ansible_facts": "{{ ansible_facts | combine({'kernel': upgrade_kernel_release}) }}"
+        },
+        "when": [
+            "upgrade_kernel_release is defined",
+            "inventory_hostname in lookup('ansible.builtin.file', rollout_standin_dir ~ '/changed', errors='ignore')"
+            " | default('', true) | split('\\n')",
+        ],
+    }
+    tasks = [standin_kernel, *[t for t in play["tasks"] if "ansible.builtin.include_role" in t], include]
+    path = tmp / f"test_{playbook}"
+    test = {**play, "gather_subset": ["min"], "vars_files": [str(SHARED)], "tasks": tasks}
+    path.write_text(yaml.safe_dump([test], sort_keys=False))
+    hosts = "".join(f"{name} ansible_connection=local\n" for name in NODES)
+    plane = "[kube_control_plane]\ncontrol-plane ansible_connection=local\n" if control_plane else ""
+    (tmp / "inventory.ini").write_text(f"[gpu_nodes]\n{hosts}{plane}[controller]\nlocalhost ansible_connection=local\n")
+    return path
+
+
+def run(tmp: Path, playbook: str, state: dict | None, *args: str, env: dict | None = None, **extra):
+    """One run; ``state`` None: the cluster as the last run left it. The run, the cluster after it."""
+    path = tmp / "cluster.json"
+    if state is not None:
+        path.write_text(json.dumps(state))
+    else:
+        state = json.loads(path.read_text())
+        state["calls"] = []
+        path.write_text(json.dumps(state))
+    settings = {
+        "rollout_kubectl": str(KUBECTL),
+        "rollout_kubeconfig": str(path),
+        "rollout_node_name": "{{ inventory_hostname }}",
+        "rollout_gpu_count": 1,
+        "rollout_ready_delay": 1,
+        "rollout_ready_timeout": 3,
+        "rollout_validate": False,
+        "rollout_batch": 1,
+        "rollout_standin_dir": str(tmp),
+        "gpu_validate_fleet_report": str(tmp / "gpu-fleet-report"),
+        **extra,
+    }
+    old = dict(os.environ)
+    os.environ.update(env or {})
+    os.environ["PATH"] = f"{APT_CACHE}:{old['PATH']}"
+    try:
+        result = run_local_playbook(
+            path.parent / f"test_{playbook}", "-i", str(tmp / "inventory.ini"), *args, "-e", json.dumps(settings)
+        )
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    return result, json.loads(path.read_text())
+
+
+def calls_for(state, name):
+    """The stand-in kubectl's calls about node ``name`` (by name, or by the field selector of a ResourceSlice list)."""
+    return [
+        " ".join(c["args"][:2]) if c["args"][0] in ("get", "annotate") else c["args"][0]
+        for c in state["calls"]
+        if any(arg == name or arg.startswith(f"spec.nodeName={name},") for arg in c["args"])
+    ]
+
+
+def changed(tmp):
+    path = tmp / "changed"
+    return path.read_text().split() if path.exists() else []
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+# ---- upgrade_kernel.yml -----------------------------------------------------------------------------------------
+
+
+def test_a_kernel_update_stops_on_the_node_whose_modules_do_not_build_and_the_next_run_resumes(tmp_path):
+    rollout_play(tmp_path, "upgrade_kernel.yml")
+    first, state = run(
+        tmp_path,
+        "upgrade_kernel.yml",
+        cluster(),
+        upgrade_kernel_release=RELEASE,
+        rollout_standin_fail_on=["node-2"],
+        rollout_standin_reason=f"TEST STAND-IN module build: dkms build of nvidia for kernel {RELEASE} failed",
+    )
+    out = flat(first.stdout)
+    assert first.returncode == 2, first.stdout[-4000:]
+    (tmp_path / "first.log").write_text(first.stdout)
+    # the canary finished, node-2 stopped cordoned and annotated, node-3 was not touched
+    assert changed(tmp_path) == ["node-1"]
+    assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "get node", "uncordon"]
+    assert calls_for(state, "node-2") == ["get node", "cordon", "drain", "cordon", "annotate node"]
+    assert calls_for(state, "node-3") == []
+    nodes = state["nodes"]
+    assert nodes["node-1"]["unschedulable"] is False and nodes["node-3"]["unschedulable"] is False
+    assert nodes["node-2"]["unschedulable"] is True
+    stop = json.loads(nodes["node-2"]["annotations"][ANNOTATION])
+    assert stop == {
+        "rollout": "upgrade_kernel",
+        "step": "Fail the stand-in change where the test asks for it",
+        "reason": f"TEST STAND-IN module build: dkms build of nvidia for kernel {RELEASE} failed",
+        "cordoned": True,
+    }
+    assert "The upgrade_kernel rollout stopped on node-2 (node node-2)" in out and "stays cordoned" in out
+    fleet = json.loads((tmp_path / "gpu-fleet-report.json").read_text())
+    (stopped,) = [n for n in fleet["nodes"] if n["host"] == "node-2"]
+    assert stopped["status"] == "fail"
+    assert "dkms build of nvidia" in stopped["cells"]["rollout: upgrade_kernel"]["detail"]
+
+    # the second run: node-1 runs the target kernel (not drained again), node-2 resumes, node-3 follows
+    second, state = run(tmp_path, "upgrade_kernel.yml", None, upgrade_kernel_release=RELEASE)
+    out = flat(second.stdout)
+    assert second.returncode == 0, second.stdout[-4000:]
+    assert f"node-1 (node node-1), batch node-1: nothing to change (kernel {RELEASE}" in out
+    assert "Resuming: the last rollout stopped on node node-2 at step Fail the stand-in change" in out
+    assert calls_for(state, "node-1") == ["get node"]
+    assert calls_for(state, "node-2") == ["get node", "drain", "get node", "uncordon", "annotate node"]
+    assert calls_for(state, "node-3") == ["get node", "cordon", "drain", "get node", "uncordon"]
+    assert changed(tmp_path) == ["node-1", "node-2", "node-3"]
+    assert all(not n["unschedulable"] and not n.get("annotations") for n in state["nodes"].values())
+
+
+def test_a_node_whose_kernel_modules_cannot_be_had_is_refused_before_its_drain(tmp_path):
+    rollout_play(tmp_path, "upgrade_kernel.yml")
+    log = tmp_path / "apt.log"
+    result, state = run(
+        tmp_path,
+        "upgrade_kernel.yml",
+        cluster(),
+        upgrade_kernel_release=RELEASE,
+        env={"APT_CACHE_STANDIN_MISSING": f"linux-headers-{RELEASE}", "APT_CACHE_STANDIN_LOG": str(log)},
+    )
+    assert result.returncode == 2, result.stdout[-4000:]
+    # the canary was looked up, refused, annotated, never cordoned nor drained; the others were not touched
+    assert log.read_text().splitlines() == [f"policy linux-image-{RELEASE}", f"policy linux-headers-{RELEASE}"]
+    assert calls_for(state, "node-1") == ["get node", "annotate node"]
+    assert calls_for(state, "node-2") == calls_for(state, "node-3") == []
+    assert state["nodes"]["node-1"]["unschedulable"] is False and changed(tmp_path) == []
+    stop = json.loads(state["nodes"]["node-1"]["annotations"][ANNOTATION])
+    assert (
+        stop["cordoned"] is False
+        and stop["step"] == "Refuse the node when its kernel or its NVIDIA modules cannot be had"
+    )
+    out = flat(result.stdout)
+    assert (
+        f"node-1 cannot have kernel {RELEASE} with its NVIDIA modules: not in its package sources: "
+        f"linux-headers-{RELEASE}" in out
+    )
+    assert "The node was not drained and keeps its pods." in out
+
+
+def test_check_mode_prints_the_kernel_plan_and_changes_nothing(tmp_path):
+    rollout_play(tmp_path, "upgrade_kernel.yml")
+    result, state = run(tmp_path, "upgrade_kernel.yml", cluster(), "--check", upgrade_kernel_release=RELEASE)
+    assert result.returncode == 0, result.stdout[-4000:]
+    out = flat(result.stdout)
+    for name in NODES:
+        assert (
+            f"PLAN (check mode: nothing changes): {name} (node {name}), batch {name}: cordon, drain, kernel {RELEASE}"
+        ) in out
+        assert calls_for(state, name) == ["get node"]  # read only
+    assert out.index("PLAN (check mode: nothing changes): node-1") < out.index(
+        "PLAN (check mode: nothing changes): node-2"
+    )
+    assert changed(tmp_path) == [] and all(not n["unschedulable"] for n in state["nodes"].values())
+
+
+def test_a_rollout_that_cannot_reach_the_control_plane_stops_before_any_change(tmp_path):
+    # an AWX job slice without the kube_control_plane host sees no such group (awx/main/models/inventory.py)
+    rollout_play(tmp_path, "upgrade_kernel.yml", control_plane=False)
+    result, state = run(tmp_path, "upgrade_kernel.yml", cluster(), upgrade_kernel_release=RELEASE)
+    assert result.returncode == 2
+    out = flat(result.stdout)
+    assert "no host of group kube_control_plane is in this run's inventory" in out
+    assert "do not slice a rollout job" in out and "set upgrade_kernel_drain=false" in out
+    assert state["calls"] == [] and changed(tmp_path) == []
+    # nodes outside any cluster say so
+    result, state = run(
+        tmp_path,
+        "upgrade_kernel.yml",
+        cluster(),
+        "--limit",
+        "node-1",
+        upgrade_kernel_release=RELEASE,
+        upgrade_kernel_drain=False,
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert state["calls"] == [] and changed(tmp_path) == ["node-1"]
+
+
+# ---- relayout_mig.yml -------------------------------------------------------------------------------------------
+
+
+def test_a_mig_relayout_drains_the_nodes_that_name_a_layout_and_waits_for_their_mig_resources(tmp_path):
+    rollout_play(tmp_path, "relayout_mig.yml")
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "node-1.yml").write_text("nvidia_mig_config: all-1g.10gb\n")
+    state = cluster(allocatable={"nvidia.com/mig-1g.10gb": "7"})
+    # node-1 names a layout, node-3 none (node-2 stays out of these runs: --limit)
+    result, state = run(tmp_path, "relayout_mig.yml", state, "--check", "--limit", "node-1,node-3")
+    out = flat(result.stdout)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert (
+        "PLAN (check mode: nothing changes): node-1 (node node-1), batch node-1: cordon, drain, MIG layout "
+        "all-1g.10gb and its CDI spec, wait until Ready with its GPUs allocatable, uncordon." in out
+    )
+    assert "node-3 (node node-3), batch node-3: nothing to change (MIG layout (none named)" in out
+    assert all(calls_for(state, name) == ["get node"] for name in ("node-1", "node-3")) and changed(tmp_path) == []
+    result, state = run(tmp_path, "relayout_mig.yml", None, "--limit", "node-1,node-3")
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert changed(tmp_path) == ["node-1"]
+    # back once the device plugin lists the new MIG resources (nvidia.com/mig-1g.10gb: 7)
+    assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "get node", "uncordon"]
+    assert calls_for(state, "node-3") == ["get node"] and calls_for(state, "node-2") == []
+
+
+# ---- move_gpu_allocation.yml ------------------------------------------------------------------------------------
+
+
+def slices(name):
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{name}-gpu"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": name, "devices": [{"name": "gpu-0"}]},
+        }
+    ]
+
+
+def test_a_move_to_dra_and_back_labels_the_node_and_waits_for_the_right_api(tmp_path):
+    rollout_play(tmp_path, "move_gpu_allocation.yml", change_prefix=["move_gpu_allocation_label.yml"])
+    state = cluster(allocatable={"nvidia.com/gpu": "0"}, slices=slices)
+    # GPU Operator: its device plugin DaemonSet selects nvidia.com/gpu.deploy.device-plugin=true
+    extra = {"gpu_node_facts_gpu_allocation": "dra", "move_gpu_allocation_install_method": "gpu-operator"}
+    result, state = run(tmp_path, "move_gpu_allocation.yml", state, "--check", "--limit", "node-1", **extra)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "batch node-1: cordon, drain, GPU allocation dra, wait until Ready" in flat(result.stdout)
+    assert calls_for(state, "node-1") == ["get node"]
+    result, state = run(tmp_path, "move_gpu_allocation.yml", None, "--limit", "node-1", **extra)
+    assert result.returncode == 0, result.stdout[-4000:]
+    # the wait asks for the DRA driver's ResourceSlices of the node, not the device plugin's resource (0 here)
+    assert calls_for(state, "node-1") == [
+        "get node",
+        "cordon",
+        "drain",
+        "label",
+        "get node",
+        "get resourceslices.v1.resource.k8s.io",
+        "uncordon",
+    ]
+    assert state["nodes"]["node-1"]["labels"] == {
+        "gpu-node-provisioning/gpu-allocation": "dra",
+        "nvidia.com/gpu.deploy.device-plugin": "false",
+    }
+    # back to the device plugin: the labels back, the wait on nvidia.com/gpu in the node's allocatable
+    state["nodes"]["node-1"]["steps"] = [{"node": node("node-1", {"nvidia.com/gpu": "1"}), "slices": []}]
+    state["nodes"]["node-1"]["served"] = 0
+    (tmp_path / "cluster.json").write_text(json.dumps(state))
+    extra["gpu_node_facts_gpu_allocation"] = "device-plugin"
+    result, state = run(tmp_path, "move_gpu_allocation.yml", None, "--limit", "node-1", **extra)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "label", "get node", "uncordon"]
+    assert state["nodes"]["node-1"]["labels"] == {"nvidia.com/gpu.deploy.device-plugin": "true"}
+    assert calls_for(state, "node-2") == [] and changed(tmp_path) == ["node-1"]
+
+
+# ---- the filters ------------------------------------------------------------------------------------------------
+
+
+def test_the_batches_of_a_rollout_playbook():
+    assert rollout.gpu_rollout_batches("upgrade_kernel") == [1, "25%"]
+    assert rollout.gpu_rollout_batches("upgrade_kernel", 0, None, "10%") == ["10%"]
+    assert rollout.gpu_rollout_batches("upgrade_kernel", 2, 3) == [2, 3]
+    with pytest.raises(Exception, match="upgrade_kernel_batch and upgrade_kernel_max_unavailable are both set"):
+        rollout.gpu_rollout_batches("upgrade_kernel", 1, 2, 3)
+    with pytest.raises(Exception, match="upgrade_kernel_max_unavailable: 'half' is no batch size"):
+        rollout.gpu_rollout_batches("upgrade_kernel", 1, None, "half")
+
+
+def test_the_node_state_reads_a_stop_back():
+    stop = rollout.gpu_rollout_annotation("upgrade_kernel", "Build", "dkms\n failed", True)
+    result = {"rc": 0, "stdout": "true|" + json.dumps({ANNOTATION: stop, "other": "x"})}
+    state = rollout.gpu_rollout_node_state(result, "n1", "upgrade_kernel")
+    assert state["found"] and state["unschedulable"] and state["cordoned_by_rollout"]
+    assert state["previous"] == {
+        "rollout": "upgrade_kernel",
+        "step": "Build",
+        "reason": "dkms failed",
+        "cordoned": True,
+    }
+    assert state["resume"].startswith("Resuming: the last rollout stopped on node n1 at step Build: dkms failed.")
+    # cordoned by someone, no stop: left cordoned
+    state = rollout.gpu_rollout_node_state({"rc": 0, "stdout": "true|"}, "n1")
+    assert state["unschedulable"] and not state["cordoned_by_rollout"] and state["previous"] is None
+    assert not rollout.gpu_rollout_node_state({"rc": 1, "stdout": ""}, "n1")["found"]
+    (row,) = rollout.gpu_rollout_results(json.loads(stop), "n1")
+    assert row["check"] == "rollout: upgrade_kernel" and row["status"] == "fail"
+    assert "kubectl annotate node n1 gpu-node-provisioning/rollout-" in row["fix"]
+    assert rollout.gpu_rollout_annotate(["k"], "n1") == ["k", "annotate", "node", "n1", f"{ANNOTATION}-"]
+
+
+def test_the_control_plane_host_or_the_refusal():
+    assert rollout.gpu_rollout_control_plane({"kube_control_plane": ["cp1", "cp2"]}) == "cp1"
+    assert rollout.gpu_rollout_control_plane({}, drain=False) == ""
+    assert rollout.gpu_rollout_control_plane({}, drain="false") == ""
+    for groups in ({}, {"kube_control_plane": []}):
+        with pytest.raises(Exception, match="no host of group kube_control_plane"):
+            rollout.gpu_rollout_control_plane(groups, True, "relayout_mig")
