@@ -39,14 +39,33 @@ the runtime's default, as the device plugin's own deployments do.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import sys
 
 try:  # a node-side module: Ansible ships this sibling with it
-    from ansible.module_utils.nvidia_runtime import config_read_by, entry_binary, is_nvidia_entry, nvidia_binaries
+    from ansible.module_utils.nvidia_runtime import (  # noqa: F401 (re-exported: gpu_pods.* for its users)
+        CDI_PREFIXES_DEFAULT,
+        CDI_PREFIXES_KEY,
+        CDI_TABLE,
+        ENVVAR_KEY,
+        TOOLKIT_DEFAULTS,
+        VOLUME_MOUNTS_KEY,
+        cdi_annotation_prefixes,
+        config_read_by,
+        containerd_runtime_state,
+        crio_runtime_state,
+        docker_runtime_state,
+        entry_binary,
+        is_nvidia_entry,
+        nvidia_binaries,
+        nvidia_runtime_facts,
+        runtime_binaries,
+        toolkit_config_facts,
+    )
     from ansible.module_utils.nvidia_runtime import describe as describe_entry
+    from ansible.module_utils.nvidia_runtime import read_file as _read
+    from ansible.module_utils.nvidia_runtime import rooted as _rooted
 except ImportError:  # the controller loads this file by path (controller_files.load_module_util): load the sibling too
     import importlib.util
 
@@ -60,13 +79,11 @@ except ImportError:  # the controller loads this file by path (controller_files.
             spec.loader.exec_module(module)
         return sys.modules[module_name]
 
-    _nvidia_runtime = _sibling("nvidia_runtime")
-    describe_entry, entry_binary, is_nvidia_entry = (
-        _nvidia_runtime.describe,
-        _nvidia_runtime.entry_binary,
-        _nvidia_runtime.is_nvidia_entry,
-    )
-    config_read_by, nvidia_binaries = _nvidia_runtime.config_read_by, _nvidia_runtime.nvidia_binaries
+    _sibling("nvidia_runtime")
+    from gpu_node_provisioning_nvidia_runtime import *  # noqa: F403 (the names the try branch imports)
+    from gpu_node_provisioning_nvidia_runtime import describe as describe_entry
+    from gpu_node_provisioning_nvidia_runtime import read_file as _read
+    from gpu_node_provisioning_nvidia_runtime import rooted as _rooted
 
 DEVICE_PLUGIN_BINARY = "nvidia-device-plugin"
 # TASK_COMM_LEN is 16: comm holds the first 15 characters of the executable's name.
@@ -76,33 +93,10 @@ DEVICE_PLUGIN_SOCKET_GLOB = "nvidia-*.sock"
 GPU_OPERATOR_VALIDATIONS = "/run/nvidia/validations"
 STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
 DEFAULT_STRATEGY = "envvar"
-ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
-VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
-# The toolkit's own defaults for the two keys (REFERENCE.md).
-TOOLKIT_DEFAULTS = {ENVVAR_KEY: True, VOLUME_MOUNTS_KEY: False}
-# The OCI annotation prefixes NVIDIA's runtime reads CDI device requests from (table and key of config.toml), and
-# its default when config.toml names none (toolkit 1.20, api/config/v1/config.go GetDefault: cdi.AnnotationPrefix).
-# An empty list: the runtime takes no device request from annotations (internal/config/image/cuda_image.go,
-# cdiDeviceRequestsFromAnnotations returns nil without prefixes).
-CDI_TABLE = "nvidia-container-runtime.modes.cdi"
-CDI_PREFIXES_KEY = "annotation-prefixes"
-CDI_PREFIXES_DEFAULT = ["cdi.k8s.io/"]
 # Host daemons that open /dev/nvidia* and are no workload.
 HOST_GPU_DAEMONS = frozenset({"nvidia-persiste", "nv-fabricmanager", "nv-hostengine", DEVICE_PLUGIN_COMM})
 NVIDIA_DEVICE_RE = re.compile(r"/dev/nvidia\d+")
 CAP_SYS_ADMIN = 21  # linux/capability.h
-
-
-def _read(path: str, binary: bool = False):
-    try:
-        with open(path, "rb" if binary else "r", **({} if binary else {"errors": "replace"})) as handle:
-            return handle.read()
-    except (OSError, ValueError):
-        return None
-
-
-def _rooted(root: str, path: str) -> str:
-    return os.path.join(root, path.lstrip("/")) if root not in ("", "/") else path
 
 
 def parse_strategies(value) -> list:
@@ -300,133 +294,6 @@ def _how_it_got_them(proc: str, proc_pid: str, visible: str, devices: set) -> di
         "container": container,
         "by_envvar": bool(visible) and container and privileged is False and bool(devices),
     }
-
-
-def _top_level(text: str) -> str:
-    """The part of a TOML text before its first table header."""
-    match = re.search(r"^\s*\[", text, re.MULTILINE)
-    return text[: match.start()] if match else text
-
-
-def cdi_annotation_prefixes(text) -> list | None:
-    """annotation-prefixes of config.toml's [nvidia-container-runtime.modes.cdi] table (None when unset)."""
-    header = re.search(rf"^[ \t]*\[[ \t]*{re.escape(CDI_TABLE)}[ \t]*\][ \t]*(#.*)?$", text or "", re.MULTILINE)
-    if header is None:
-        return None
-    body = _top_level(text[header.end() :])
-    value = re.search(rf"^[ \t]*{re.escape(CDI_PREFIXES_KEY)}[ \t]*=[ \t]*\[(.*?)\]", body, re.MULTILINE | re.DOTALL)
-    if value is None:
-        return None
-    return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value.group(1))]
-
-
-def toolkit_config_facts(root: str, path: str | None) -> dict:
-    """The two keys of the toolkit's config.toml at `path` (below `root`; None: no file known) and its CDI
-    annotation prefixes as the file sets them (null when unset) and as they act (the toolkit's defaults for unset
-    keys). The path's one home is __gpu_node_facts_toolkit_config (roles/gpu_node_facts/vars/main.yml)."""
-    text = _read(_rooted(root, path)) if path else None
-    facts = {"path": path, "exists": text is not None}
-    for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
-        match = re.search(rf"^[ \t]*{re.escape(key)}[ \t]*=[ \t]*(true|false)\b", _top_level(text or ""), re.MULTILINE)
-        value = None if match is None else match.group(1) == "true"
-        facts[name] = value
-        facts[name + "_effective"] = TOOLKIT_DEFAULTS[key] if value is None else value
-    prefixes = cdi_annotation_prefixes(text)
-    facts["cdi_annotation_prefixes"] = prefixes
-    facts["cdi_annotation_prefixes_effective"] = list(CDI_PREFIXES_DEFAULT) if prefixes is None else prefixes
-    return facts
-
-
-def _last_string(pattern: str, texts) -> str | None:
-    value = None
-    for text in texts:
-        for match in re.finditer(pattern, text or "", re.MULTILINE):
-            value = match.group(1)
-    return value
-
-
-_TABLE_HEADER = re.compile(r"^[ \t]*\[(?!\[)([^\]\n]*)\][ \t]*(?:#.*)?$", re.MULTILINE)
-_KEY_PART = re.compile(r"""[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))[ \t]*(?:\.|$)""")
-_STRING_VALUE = re.compile(r"""^[ \t]*([^=#\n]+?)[ \t]*=[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""", re.MULTILINE)
-
-
-def _key_parts(key: str) -> tuple:
-    """The parts of a TOML dotted key (a."b.c".'d'); () when it is no key."""
-    parts, pos = [], 0
-    while pos < len(key):
-        match = _KEY_PART.match(key, pos)
-        if match is None or match.end() == pos:
-            return ()
-        parts.append(next(group for group in match.groups() if group is not None))
-        pos = match.end()
-    return tuple(parts)
-
-
-def runtime_binaries(kind: str, texts) -> dict:
-    """{runtime name: binary} from TOML texts (read in order, later wins): containerd's
-    `...runtimes.<name>.options.BinaryName` (any spelling of the key), CRI-O's
-    `crio.runtime.runtimes.<name>.runtime_path`, as standard tables or dotted keys."""
-    found = {}
-    for text in texts:
-        if not text:
-            continue
-        sections = [((), 0)] + [(_key_parts(m.group(1)), m.end()) for m in _TABLE_HEADER.finditer(text)]
-        ends = [m.start() for m in _TABLE_HEADER.finditer(text)] + [len(text)]
-        for (table, start), end in zip(sections, ends):
-            for match in _STRING_VALUE.finditer(text[start:end]):
-                path = table + _key_parts(match.group(1))
-                value = match.group(2) if match.group(2) is not None else match.group(3)
-                if kind == "containerd" and len(path) >= 4 and path[-1].lower() == "binaryname":
-                    if path[-2] == "options" and path[-4] == "runtimes":
-                        found[path[-3]] = value
-                elif kind == "crio" and len(path) >= 3 and path[-1] == "runtime_path" and path[-3] == "runtimes":
-                    found[path[-2]] = value
-    return found
-
-
-def _with_binary(state: dict, binaries: dict, name: str = "nvidia") -> dict:
-    """state plus the default entry's binary (null when the config does not name one) and whether the default is
-    NVIDIA's runtime (plugins/module_utils/nvidia_runtime.py)."""
-    default = state.get("default")
-    state["default_binary"] = binaries.get(default) if default else None
-    state["default_nvidia"] = bool(default) and is_nvidia_entry(default, state["default_binary"], name)
-    # every entry that is NVIDIA's runtime, default or not (issue 46: each is held to the same isolation)
-    state["nvidia_entries"] = nvidia_binaries(binaries, name)
-    return state
-
-
-def containerd_runtime_state(texts, version: str | None) -> dict:
-    """{default, cdi, default_binary, default_nvidia} from containerd config texts (config.toml and its imports in
-    order, or one `containerd config dump`): default_runtime_name (containerd's default runc), enable_cdi (default
-    false before 2.0, true from 2.0; REFERENCE.md), the default entry's BinaryName and whether it is NVIDIA's
-    runtime."""
-    texts = [text for text in texts if text]
-    default = _last_string(r"""^[ \t]*default_runtime_name[ \t]*=[ \t]*["']([^"']*)["']""", texts)
-    cdi = _last_string(r"^[ \t]*enable_cdi[ \t]*=[ \t]*(true|false)\b", texts)
-    major = int(re.match(r"\d+", version or "0").group(0))
-    state = {"default": default or "runc", "cdi": (cdi == "true") if cdi is not None else major >= 2}
-    return _with_binary(state, runtime_binaries("containerd", texts))
-
-
-def crio_runtime_state(texts) -> dict:
-    """{default, cdi, default_binary, default_nvidia} of CRI-O: [crio.runtime] default_runtime (crun from 1.31, runc
-    before: an unset value is reported as null); CDI is always on in CRI-O."""
-    texts = [text for text in texts if text]
-    default = _last_string(r"""^[ \t]*default_runtime[ \t]*=[ \t]*["']([^"']*)["']""", texts)
-    return _with_binary({"default": default or None, "cdi": True}, runtime_binaries("crio", texts))
-
-
-def docker_runtime_state(text) -> dict:
-    """{default, cdi, default_binary, default_nvidia} of docker: daemon.json default-runtime (runc when unset) and
-    its `runtimes` entry's path; CDI reaches no pod through cri-dockerd, so it does not count."""
-    try:
-        data = json.loads(text) if text and text.strip() else {}
-    except ValueError:
-        data = {}
-    data = data if isinstance(data, dict) else {}
-    runtimes = data.get("runtimes") if isinstance(data.get("runtimes"), dict) else {}
-    binaries = {name: entry_binary("docker", entry) for name, entry in runtimes.items()}
-    return _with_binary({"default": data.get("default-runtime") or "runc", "cdi": False}, binaries)
 
 
 def nvidia_default(state: dict, name: str = "nvidia") -> bool:
@@ -676,38 +543,6 @@ def _refusal_by_default_for_run(
         name,
         keep_var,
     )
-
-
-def _read_head(path: str, size: int = 65536):
-    """The first bytes of a file (a wrapper script whole, an executable's header), None when it cannot be read."""
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(size)
-    except (OSError, ValueError):
-        return None
-
-
-def nvidia_runtime_facts(root: str, runtime_defaults: dict, own_config: str | None) -> list:
-    """Every entry of the node's runtimes that is NVIDIA's runtime (runtime_defaults' nvidia_entries), with the
-    toolkit config its runtime really reads (nvidia_runtime.config_read_by) and that config's isolation keys
-    (toolkit_config_facts; null where no config can be told). own: the config is the one the toolkit role merges."""
-    entries, configs = [], {}
-    for runtime, state in sorted((runtime_defaults or {}).items()):
-        for name, binary in sorted(((state or {}).get("nvidia_entries") or {}).items()):
-            read = config_read_by(binary, lambda path: _read_head(_rooted(root, path)))
-            config = read["config"]
-            if config and config not in configs:
-                configs[config] = toolkit_config_facts(root, config)
-            entries.append(
-                {
-                    "runtime": runtime,
-                    "name": name,
-                    **read,
-                    "own": bool(config) and config == own_config,
-                    "toolkit": configs.get(config),
-                }
-            )
-    return entries
 
 
 # The GPU Operator's toolkit installer writes the config its wrappers name at every start of its DaemonSet's pod,

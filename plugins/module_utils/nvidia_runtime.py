@@ -43,6 +43,8 @@ loads it by path (plugins/module_utils/controller_files.py load_module_util, or 
 
 from __future__ import annotations
 
+import json
+import os
 import posixpath
 import re
 from collections.abc import Mapping
@@ -207,3 +209,191 @@ def nvidia_binaries(binaries, project_name: str = "nvidia") -> dict:
 def describe(name, binary) -> str:
     """How a message names an entry: `nvidia-cdi (/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi)`."""
     return f"{name} ({binary})" if binary else str(name)
+
+
+# The toolkit's config.toml as the doctor and the guards read it (moved from gpu_pods.py, which re-exports it).
+ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
+# The toolkit's own defaults for the two keys (REFERENCE.md).
+TOOLKIT_DEFAULTS = {ENVVAR_KEY: True, VOLUME_MOUNTS_KEY: False}
+# The OCI annotation prefixes NVIDIA's runtime reads CDI device requests from (table and key of config.toml), and
+# its default when config.toml names none (toolkit 1.20, api/config/v1/config.go GetDefault: cdi.AnnotationPrefix).
+# An empty list: the runtime takes no device request from annotations (internal/config/image/cuda_image.go,
+# cdiDeviceRequestsFromAnnotations returns nil without prefixes).
+CDI_TABLE = "nvidia-container-runtime.modes.cdi"
+CDI_PREFIXES_KEY = "annotation-prefixes"
+CDI_PREFIXES_DEFAULT = ["cdi.k8s.io/"]
+
+
+def read_file(path: str, binary: bool = False):
+    """A file's text (bytes with binary), None when it cannot be read."""
+    try:
+        with open(path, "rb" if binary else "r", **({} if binary else {"errors": "replace"})) as handle:
+            return handle.read()
+    except (OSError, ValueError):
+        return None
+
+
+def rooted(root: str, path: str) -> str:
+    """path below root (a test's node tree; "/" on the node)."""
+    return os.path.join(root, path.lstrip("/")) if root not in ("", "/") else path
+
+
+def _top_level(text: str) -> str:
+    """The part of a TOML text before its first table header."""
+    match = re.search(r"^\s*\[", text, re.MULTILINE)
+    return text[: match.start()] if match else text
+
+
+def cdi_annotation_prefixes(text) -> list | None:
+    """annotation-prefixes of config.toml's [nvidia-container-runtime.modes.cdi] table (None when unset)."""
+    header = re.search(rf"^[ \t]*\[[ \t]*{re.escape(CDI_TABLE)}[ \t]*\][ \t]*(#.*)?$", text or "", re.MULTILINE)
+    if header is None:
+        return None
+    body = _top_level(text[header.end() :])
+    value = re.search(rf"^[ \t]*{re.escape(CDI_PREFIXES_KEY)}[ \t]*=[ \t]*\[(.*?)\]", body, re.MULTILINE | re.DOTALL)
+    if value is None:
+        return None
+    return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value.group(1))]
+
+
+def toolkit_config_facts(root: str, path: str | None) -> dict:
+    """The two keys of the toolkit's config.toml at `path` (below `root`; None: no file known) and its CDI
+    annotation prefixes as the file sets them (null when unset) and as they act (the toolkit's defaults for unset
+    keys). The path's one home is __gpu_node_facts_toolkit_config (roles/gpu_node_facts/vars/main.yml)."""
+    text = read_file(rooted(root, path)) if path else None
+    facts = {"path": path, "exists": text is not None}
+    for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
+        match = re.search(rf"^[ \t]*{re.escape(key)}[ \t]*=[ \t]*(true|false)\b", _top_level(text or ""), re.MULTILINE)
+        value = None if match is None else match.group(1) == "true"
+        facts[name] = value
+        facts[name + "_effective"] = TOOLKIT_DEFAULTS[key] if value is None else value
+    prefixes = cdi_annotation_prefixes(text)
+    facts["cdi_annotation_prefixes"] = prefixes
+    facts["cdi_annotation_prefixes_effective"] = list(CDI_PREFIXES_DEFAULT) if prefixes is None else prefixes
+    return facts
+
+
+def _read_head(path: str, size: int = 65536):
+    """The first bytes of a file (a wrapper script whole, an executable's header), None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(size)
+    except (OSError, ValueError):
+        return None
+
+
+def nvidia_runtime_facts(root: str, runtime_defaults: dict, own_config: str | None) -> list:
+    """Every entry of the node's runtimes that is NVIDIA's runtime (runtime_defaults' nvidia_entries), with the
+    toolkit config its runtime really reads (nvidia_runtime.config_read_by) and that config's isolation keys
+    (toolkit_config_facts; null where no config can be told). own: the config is the one the toolkit role merges."""
+    entries, configs = [], {}
+    for runtime, state in sorted((runtime_defaults or {}).items()):
+        for name, binary in sorted(((state or {}).get("nvidia_entries") or {}).items()):
+            read = config_read_by(binary, lambda path: _read_head(rooted(root, path)))
+            config = read["config"]
+            if config and config not in configs:
+                configs[config] = toolkit_config_facts(root, config)
+            entries.append(
+                {
+                    "runtime": runtime,
+                    "name": name,
+                    **read,
+                    "own": bool(config) and config == own_config,
+                    "toolkit": configs.get(config),
+                }
+            )
+    return entries
+
+
+# The runtimes' config files as the facts read their entries (moved from gpu_pods.py, which re-exports them).
+def _last_string(pattern: str, texts) -> str | None:
+    value = None
+    for text in texts:
+        for match in re.finditer(pattern, text or "", re.MULTILINE):
+            value = match.group(1)
+    return value
+
+
+_TABLE_HEADER = re.compile(r"^[ \t]*\[(?!\[)([^\]\n]*)\][ \t]*(?:#.*)?$", re.MULTILINE)
+_KEY_PART = re.compile(r"""[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))[ \t]*(?:\.|$)""")
+_STRING_VALUE = re.compile(r"""^[ \t]*([^=#\n]+?)[ \t]*=[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""", re.MULTILINE)
+
+
+def _key_parts(key: str) -> tuple:
+    """The parts of a TOML dotted key (a."b.c".'d'); () when it is no key."""
+    parts, pos = [], 0
+    while pos < len(key):
+        match = _KEY_PART.match(key, pos)
+        if match is None or match.end() == pos:
+            return ()
+        parts.append(next(group for group in match.groups() if group is not None))
+        pos = match.end()
+    return tuple(parts)
+
+
+def runtime_binaries(kind: str, texts) -> dict:
+    """{runtime name: binary} from TOML texts (read in order, later wins): containerd's
+    `...runtimes.<name>.options.BinaryName` (any spelling of the key), CRI-O's
+    `crio.runtime.runtimes.<name>.runtime_path`, as standard tables or dotted keys."""
+    found = {}
+    for text in texts:
+        if not text:
+            continue
+        sections = [((), 0)] + [(_key_parts(m.group(1)), m.end()) for m in _TABLE_HEADER.finditer(text)]
+        ends = [m.start() for m in _TABLE_HEADER.finditer(text)] + [len(text)]
+        for (table, start), end in zip(sections, ends):
+            for match in _STRING_VALUE.finditer(text[start:end]):
+                path = table + _key_parts(match.group(1))
+                value = match.group(2) if match.group(2) is not None else match.group(3)
+                if kind == "containerd" and len(path) >= 4 and path[-1].lower() == "binaryname":
+                    if path[-2] == "options" and path[-4] == "runtimes":
+                        found[path[-3]] = value
+                elif kind == "crio" and len(path) >= 3 and path[-1] == "runtime_path" and path[-3] == "runtimes":
+                    found[path[-2]] = value
+    return found
+
+
+def _with_binary(state: dict, binaries: dict, name: str = "nvidia") -> dict:
+    """state plus the default entry's binary (null when the config does not name one) and whether the default is
+    NVIDIA's runtime (plugins/module_utils/nvidia_runtime.py)."""
+    default = state.get("default")
+    state["default_binary"] = binaries.get(default) if default else None
+    state["default_nvidia"] = bool(default) and is_nvidia_entry(default, state["default_binary"], name)
+    # every entry that is NVIDIA's runtime, default or not (issue 46: each is held to the same isolation)
+    state["nvidia_entries"] = nvidia_binaries(binaries, name)
+    return state
+
+
+def containerd_runtime_state(texts, version: str | None) -> dict:
+    """{default, cdi, default_binary, default_nvidia} from containerd config texts (config.toml and its imports in
+    order, or one `containerd config dump`): default_runtime_name (containerd's default runc), enable_cdi (default
+    false before 2.0, true from 2.0; REFERENCE.md), the default entry's BinaryName and whether it is NVIDIA's
+    runtime."""
+    texts = [text for text in texts if text]
+    default = _last_string(r"""^[ \t]*default_runtime_name[ \t]*=[ \t]*["']([^"']*)["']""", texts)
+    cdi = _last_string(r"^[ \t]*enable_cdi[ \t]*=[ \t]*(true|false)\b", texts)
+    major = int(re.match(r"\d+", version or "0").group(0))
+    state = {"default": default or "runc", "cdi": (cdi == "true") if cdi is not None else major >= 2}
+    return _with_binary(state, runtime_binaries("containerd", texts))
+
+
+def crio_runtime_state(texts) -> dict:
+    """{default, cdi, default_binary, default_nvidia} of CRI-O: [crio.runtime] default_runtime (crun from 1.31, runc
+    before: an unset value is reported as null); CDI is always on in CRI-O."""
+    texts = [text for text in texts if text]
+    default = _last_string(r"""^[ \t]*default_runtime[ \t]*=[ \t]*["']([^"']*)["']""", texts)
+    return _with_binary({"default": default or None, "cdi": True}, runtime_binaries("crio", texts))
+
+
+def docker_runtime_state(text) -> dict:
+    """{default, cdi, default_binary, default_nvidia} of docker: daemon.json default-runtime (runc when unset) and
+    its `runtimes` entry's path; CDI reaches no pod through cri-dockerd, so it does not count."""
+    try:
+        data = json.loads(text) if text and text.strip() else {}
+    except ValueError:
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    runtimes = data.get("runtimes") if isinstance(data.get("runtimes"), dict) else {}
+    binaries = {name: entry_binary("docker", entry) for name, entry in runtimes.items()}
+    return _with_binary({"default": data.get("default-runtime") or "runc", "cdi": False}, binaries)
