@@ -153,6 +153,27 @@ def parse_wrapper(text) -> dict | None:
     return None
 
 
+PLAIN_OCI_RUNTIMES = ("runc", "crun")
+
+
+def plain_oci_runtime(text) -> str | None:
+    """The OCI runtime (runc, crun) a script hands every call to with a literal `exec <runtime> "$@"` as its last
+    command, where no command of it names NVIDIA's runtime or a variable: such a script is that runtime, it reads no
+    toolkit config and injects no device. None otherwise (the script cannot be followed)."""
+    lines = _logical_lines(text) if isinstance(text, str) else []
+    if not lines or any("$" in line.replace('"$@"', "").replace('"${1:-}"', "") for line in lines[-1:]):
+        return None
+    words = lines[-1].split()
+    if len(words) < 2 or words[0] != "exec" or words[-1] != '"$@"':
+        return None
+    runtime = posixpath.basename(words[1].strip("\"'"))
+    if runtime not in PLAIN_OCI_RUNTIMES or len(words) != 3:
+        return None
+    named = {posixpath.basename(w.strip("\"'")) for line in lines for w in line.split()}
+    named |= {n[: -len(".real")] for n in named if n.endswith(".real")}
+    return None if named & set(BINARIES) else words[1]
+
+
 def resolve_binary(binary, exists) -> str | None:
     """The path of an entry's binary: as given when absolute, else the first of SEARCH_PATH where ``exists`` (a
     callable on a path) finds it; None when it cannot be found."""
@@ -182,8 +203,13 @@ def config_read_by(binary, read) -> dict:
         result.update(config=config_file_path({}), via="NVIDIA's lookup order (no override)")
         return result
     result["wrapper"] = True
-    wrapper = parse_wrapper(head.decode("utf-8", "replace"))
+    text = head.decode("utf-8", "replace")
+    wrapper = parse_wrapper(text)
     if wrapper is None:
+        plain = plain_oci_runtime(text)
+        if plain:  # e.g. the project's TEST STAND-IN script: it hands every call to runc and injects nothing
+            result.update(exec=plain, via=f"wrapper {found} runs {plain}, not NVIDIA's runtime: no toolkit config")
+            return result
         result["problem"] = f"{found} is a script that runs no NVIDIA runtime this project can follow"
         return result
     result["exec"] = wrapper["exec"]

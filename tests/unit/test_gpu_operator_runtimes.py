@@ -392,3 +392,36 @@ def test_the_drop_in_refusal_names_every_nvidia_entry_of_the_imported_file():
     for name, binary in OPERATOR_ENTRIES.items():
         assert (f"{name} ({binary})" in message) or (f"'{name}' runtime as BinaryName = '{binary}'" in message)
     assert "also registers NVIDIA's runtime as nvidia-cdi" in message and "nvidia-legacy" in message
+
+
+STANDIN_RUNTIME = (
+    Path(__file__).resolve().parents[2]
+    / "tests/fixtures/nvidia-container-toolkit-standin/files/scripts/nvidia-container-runtime"
+)
+
+
+@pytest.mark.parametrize(
+    ("script", "plain"),
+    [
+        (STANDIN_RUNTIME.read_text(), "runc"),
+        ('#!/bin/sh\nexec /usr/bin/crun "$@"\n', "/usr/bin/crun"),
+        # not followed: NVIDIA's runtime named anywhere, a computed command, more than the call, no exec
+        ('#!/bin/sh\nR=/x/nvidia-container-runtime.real\nexec runc "$@"\n', None),
+        ('#!/bin/sh\nexec $REAL "$@"\n', None),
+        ('#!/bin/sh\nexec runc --debug "$@"\n', None),
+        ('#!/bin/sh\nrunc "$@"\n', None),
+    ],
+)
+def test_a_script_that_hands_every_call_to_runc_is_no_door(script, plain):
+    """The demo's TEST STAND-IN runtime (a script that execs runc) reads no toolkit config and injects nothing: its
+    door row is ok and no refusal names it; any other script stays a problem (refused, door row fails)."""
+    files = {"/usr/bin/nvidia-container-runtime": script.encode()}
+    found = nvidia_runtime.config_read_by("/usr/bin/nvidia-container-runtime", files.get)
+    assert nvidia_runtime.plain_oci_runtime(script) == plain
+    assert (found["config"], found["problem"] == "") == (None, plain is not None)
+    row = gpu_validate_doors.entry_row(
+        params(),
+        {"runtime": "docker", "name": "nvidia", "binary": "/usr/bin/nvidia-container-runtime"},
+        FakeNode(files={"/usr/bin/nvidia-container-runtime": script}),
+    )
+    assert row["status"] == ("ok" if plain else "fail")
