@@ -135,7 +135,7 @@ def calls_for(state, name):
     return [
         " ".join(c["args"][:2]) if c["args"][0] in ("get", "annotate") else c["args"][0]
         for c in state["calls"]
-        if any(arg == name or arg.startswith(f"spec.nodeName={name},") for arg in c["args"])
+        if any(arg in (name, f"spec.nodeName={name}") or arg.startswith(f"spec.nodeName={name},") for arg in c["args"])
     ]
 
 
@@ -341,6 +341,87 @@ def test_a_move_to_dra_and_back_labels_the_node_and_waits_for_the_right_api(tmp_
     assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "label", "get node", "uncordon"]
     assert state["nodes"]["node-1"]["labels"] == {"nvidia.com/gpu.deploy.device-plugin": "true"}
     assert calls_for(state, "node-2") == [] and changed(tmp_path) == ["node-1"]
+
+
+# ---- restart_runtime.yml ---------------------------------------------------------------------------------------
+
+
+def pod(name, namespace="default", owner=None, phase="Running", mirror=False):
+    meta = {"name": name, "namespace": namespace}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-owner"}]
+    if mirror:
+        meta["annotations"] = {"kubernetes.io/config.mirror": "0123abcd"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": phase}}
+
+
+def node_pods(state):
+    """node-1 runs a workload; node-2 only what a drain leaves: a DaemonSet's pod, a static (mirror) pod, a pod that
+    finished; node-3's pods cannot be listed."""
+    daemons = [
+        pod("nvidia-device-plugin-x", "gpu-operator", owner="DaemonSet"),
+        pod("etcd-n", "kube-system", mirror=True),
+    ]
+    state["nodes"]["node-1"]["pods"] = [pod("train-0", "ml", owner="StatefulSet"), *daemons]
+    state["nodes"]["node-2"]["pods"] = [*daemons, pod("job-1-abc", "ml", owner="Job", phase="Succeeded")]
+    state["nodes"]["node-3"]["pods_fail"] = "the server is currently unable to handle the request"
+    return state
+
+
+def test_a_runtime_restart_drains_only_the_nodes_where_pods_run(tmp_path):
+    rollout_play(tmp_path, "restart_runtime.yml")
+    result, state = run(tmp_path, "restart_runtime.yml", node_pods(cluster()), "--check")
+    assert result.returncode == 0, result.stdout[-4000:]
+    out = flat(result.stdout)
+    plan = "PLAN (check mode: nothing changes): {0} (node {0}), batch {0}: "
+    assert plan.format("node-1") + "cordon, drain (1 pod run there: ml/train-0), the container toolkit" in out
+    assert (
+        plan.format("node-2") + "cordon, no drain (no pod runs there but DaemonSet, mirror and finished pods), "
+        "the container toolkit" in out
+    )
+    assert (
+        plan.format("node-3") + "cordon, drain (the pods on node node-3 could not be listed (error: the server is "
+        "currently unable to handle the request): counted as busy)" in out
+    )
+    assert all(calls_for(state, name) == ["get node", "get pods"] for name in NODES) and changed(tmp_path) == []
+
+    result, state = run(tmp_path, "restart_runtime.yml", None)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert calls_for(state, "node-1") == ["get node", "get pods", "cordon", "drain", "get node", "uncordon"]
+    # node-2 is cordoned while its runtime restarts, not drained, and the run says so
+    assert calls_for(state, "node-2") == ["get node", "get pods", "cordon", "get node", "uncordon"]
+    assert "Node node-2 runs no pod but DaemonSet, mirror and finished pods: it is cordoned for" in flat(result.stdout)
+    assert calls_for(state, "node-3") == ["get node", "get pods", "cordon", "drain", "get node", "uncordon"]
+    assert changed(tmp_path) == NODES and all(not n["unschedulable"] for n in state["nodes"].values())
+
+
+def test_a_runtime_restart_outside_a_cluster_lists_no_pods(tmp_path):
+    rollout_play(tmp_path, "restart_runtime.yml", control_plane=False)
+    result, state = run(tmp_path, "restart_runtime.yml", node_pods(cluster()), restart_runtime_drain=False)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert state["calls"] == [] and changed(tmp_path) == NODES
+    assert "batch node-1: the container toolkit" in flat(result.stdout)
+
+
+def test_the_pods_a_drain_would_evict():
+    listing = {
+        "items": [
+            pod("a", owner="ReplicaSet"),
+            pod("b", owner="DaemonSet"),
+            pod("c", mirror=True),
+            pod("d", phase="Failed"),
+            pod("e", "x"),
+            pod("f", phase="Pending"),
+        ]
+    }
+    pods = rollout.gpu_rollout_node_pods({"rc": 0, "stdout": json.dumps(listing)}, "n1")
+    assert pods == {"known": True, "pods": ["default/a", "default/f", "x/e"], "reason": ""}
+    assert rollout.gpu_rollout_node_pods({"rc": 0, "stdout": "{}"}, "n1")["known"] is False
+    failed = rollout.gpu_rollout_node_pods({"rc": 1, "stderr": "forbidden\n"}, "n1")
+    assert failed == {"known": False, "pods": [], "reason": "the pods on node n1 could not be listed (forbidden)"}
+    assert rollout.gpu_rollout_plan("n1", "h1", True, "x", "h1", False, "cp", pods=pods).startswith(
+        "h1 (node n1), batch h1: cordon, drain (3 pods run there: default/a, default/f, x/e), x,"
+    )
 
 
 # ---- the filters ------------------------------------------------------------------------------------------------
