@@ -428,13 +428,65 @@ def gpu_rollout_results(previous, node="") -> list:
     ]
 
 
-def gpu_rollout_plan(node, host, needed, what, batch, reboot, drain_host, cordoned_before=False, validate=True) -> str:
-    """One node's line of the plan ``--check`` prints (and every run shows before it touches the node)."""
+# What a pod on the node is that a drain would evict (kubectl drain --help, kubernetes/kubectl
+# pkg/cmd/drain/drain.go: "evicts or deletes all pods except mirror pods", DaemonSet-managed pods are never deleted):
+# a mirror pod carries the annotation the kubelet sets, MirrorPodAnnotationKey "kubernetes.io/config.mirror"
+# (kubernetes/api core/v1 annotation_key_constants.go); a DaemonSet's pod names it in metadata.ownerReferences; a pod
+# whose phase is Succeeded or Failed has ended and runs nothing a restart could break.
+MIRROR_POD = "kubernetes.io/config.mirror"
+
+
+def gpu_rollout_node_pods(result, node="") -> dict:
+    """The pods that run on the node, from ``kubectl get pods --all-namespaces --field-selector spec.nodeName=NODE
+    -o json``: ``{"known", "pods", "reason"}``. ``pods``: "namespace/name" of each pod that is neither a mirror pod,
+    nor a DaemonSet's, nor finished: those a drain evicts. ``known`` False (kubectl failed, or its answer is no pod
+    list): the node counts as busy (``reason`` says why), so that it is drained rather than restarted under its pods."""
+    result = result or {}
+    if result.get("rc") != 0:
+        why = " ".join(str(result.get("stderr") or result.get("msg") or "kubectl failed").split())
+        return {"known": False, "pods": [], "reason": f"the pods on node {node} could not be listed ({why})"}
+    try:
+        items = json.loads(str(result.get("stdout") or "")).get("items")
+        if not isinstance(items, list):
+            raise ValueError("no items")
+    except (ValueError, AttributeError) as error:
+        return {"known": False, "pods": [], "reason": f"kubectl's pod list of node {node} is unreadable ({error})"}
+    pods = []
+    for pod in items:
+        meta = pod.get("metadata") or {}
+        if MIRROR_POD in (meta.get("annotations") or {}):
+            continue
+        if any((owner or {}).get("kind") == "DaemonSet" for owner in meta.get("ownerReferences") or []):
+            continue
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        pods.append(f"{meta.get('namespace') or 'default'}/{meta.get('name') or '?'}")
+    return {"known": True, "pods": sorted(pods), "reason": ""}
+
+
+def _drain_step(cordoned_before, pods) -> str:
+    cordon = "keep cordoned (it was before)" if cordoned_before else "cordon"
+    if pods is None:
+        return cordon + ", drain"
+    if not pods.get("known", True):
+        return f"{cordon}, drain ({pods.get('reason')}: counted as busy)"
+    running = pods.get("pods") or []
+    if not running:
+        return f"{cordon}, no drain (no pod runs there but DaemonSet, mirror and finished pods)"
+    shown = ", ".join(running[:5]) + (f" and {len(running) - 5} more" if len(running) > 5 else "")
+    return f"{cordon}, drain ({len(running)} pod{'s' if len(running) != 1 else ''} run there: {shown})"
+
+
+def gpu_rollout_plan(
+    node, host, needed, what, batch, reboot, drain_host, cordoned_before=False, validate=True, pods=None
+) -> str:
+    """One node's line of the plan ``--check`` prints (and every run shows before it touches the node). ``pods``:
+    None (the change drains every node), or gpu_rollout_node_pods's answer (it drains only a node where pods run)."""
     if not _truthy(needed):
         return f"{host} (node {node}), batch {batch}: nothing to change ({what}); not drained."
     steps = []
     if drain_host:
-        steps.append(("keep cordoned (it was before)" if cordoned_before else "cordon") + ", drain")
+        steps.append(_drain_step(cordoned_before, pods))
     steps.append(what)
     if _truthy(reboot):
         steps.append("reboot")
@@ -462,4 +514,5 @@ class FilterModule:
             "gpu_rollout_annotate": gpu_rollout_annotate,
             "gpu_rollout_results": gpu_rollout_results,
             "gpu_rollout_plan": gpu_rollout_plan,
+            "gpu_rollout_node_pods": gpu_rollout_node_pods,
         }

@@ -16,11 +16,13 @@ import yaml
 from conftest import ROOT, load_module, run_local_playbook
 
 rollout = load_module("rollout", subdir="plugins/filter")
+kernel_boot = load_module("kernel_boot", subdir="plugins/filter")
 PLAYBOOKS = ROOT / "playbooks"
 TASKS = PLAYBOOKS / "tasks"
 SHARED = ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"
 KUBECTL = ROOT / "tests" / "fixtures" / "kubectl-standin" / "kubectl"
 APT_CACHE = ROOT / "tests" / "fixtures" / "apt-cache-standin"
+GRUB = ROOT / "tests" / "fixtures" / "grub-standin"
 STANDIN_CHANGE = ROOT / "tests" / "fixtures" / "rollout" / "change.yml"
 NODES = ["node-1", "node-2", "node-3"]
 ANNOTATION = "gpu-node-provisioning/rollout"
@@ -85,7 +87,16 @@ def rollout_play(tmp: Path, playbook: str, change_prefix: list | None = None, co
             " | default('', true) | split('\\n')",
         ],
     }
-    tasks = [standin_kernel, *[t for t in play["tasks"] if "ansible.builtin.include_role" in t], include]
+    # the build machine is a container: a test that reads a boot loader's files says the node is none
+    standin_host = {
+        "name": "TEST STAND-IN a node that is no container",
+        "ansible.builtin.set_fact": {
+            "ansible_facts": "{{ ansible_facts | combine({'gpu_node': {'container': false}}, recursive=true) }}"
+        },
+        "when": "rollout_standin_not_container | default(false)",
+    }
+    roles = [t for t in play["tasks"] if "ansible.builtin.include_role" in t]
+    tasks = [standin_kernel, *roles, standin_host, include]
     path = tmp / f"test_{playbook}"
     test = {**play, "gather_subset": ["min"], "vars_files": [str(SHARED)], "tasks": tasks}
     path.write_text(yaml.safe_dump([test], sort_keys=False))
@@ -119,7 +130,7 @@ def run(tmp: Path, playbook: str, state: dict | None, *args: str, env: dict | No
     }
     old = dict(os.environ)
     os.environ.update(env or {})
-    os.environ["PATH"] = f"{APT_CACHE}:{old['PATH']}"
+    os.environ["PATH"] = f"{APT_CACHE}:{GRUB}:{old['PATH']}"
     try:
         result = run_local_playbook(
             path.parent / f"test_{playbook}", "-i", str(tmp / "inventory.ini"), *args, "-e", json.dumps(settings)
@@ -135,7 +146,7 @@ def calls_for(state, name):
     return [
         " ".join(c["args"][:2]) if c["args"][0] in ("get", "annotate") else c["args"][0]
         for c in state["calls"]
-        if any(arg == name or arg.startswith(f"spec.nodeName={name},") for arg in c["args"])
+        if any(arg in (name, f"spec.nodeName={name}") or arg.startswith(f"spec.nodeName={name},") for arg in c["args"])
     ]
 
 
@@ -266,6 +277,106 @@ def test_a_rollout_that_cannot_reach_the_control_plane_stops_before_any_change(t
     assert state["calls"] == [] and changed(tmp_path) == ["node-1"]
 
 
+def boot_tree(tmp: Path, grub: str, grubenv: str = "", kernels=("6.1.0-13-amd64",), dropin: str = "") -> Path:
+    """A node's boot loader files (GRUB on Debian), read by upgrade_kernel_boot_read.yml under __upgrade_kernel_root."""
+    root = tmp / "root"
+    (root / "etc" / "default" / "grub.d").mkdir(parents=True)
+    (root / "boot" / "grub").mkdir(parents=True)
+    (root / "etc" / "default" / "grub").write_text(grub)
+    if dropin:
+        (root / "etc" / "default" / "grub.d" / "50-cloudimg-settings.cfg").write_text(dropin)
+    (root / "boot" / "grub" / "grubenv").write_text("# GRUB Environment Block\n" + grubenv + "#" * 900)
+    for kernel in kernels:
+        (root / "boot" / f"vmlinuz-{kernel}").write_text("")
+    return root
+
+
+def test_a_node_that_would_boot_another_kernel_is_refused_before_its_drain(tmp_path):
+    rollout_play(tmp_path, "upgrade_kernel.yml")
+    # entry 0 is the newest kernel, and 6.1.0-100 sorts after the target 6.1.0-99 (a drop-in sets GRUB_DEFAULT=0)
+    root = boot_tree(
+        tmp_path, "GRUB_DEFAULT=saved\n", kernels=("6.1.0-13-amd64", "6.1.0-100-amd64"), dropin="GRUB_DEFAULT=0\n"
+    )
+    extra = {
+        "upgrade_kernel_release": RELEASE,
+        "rollout_standin_not_container": True,
+        "__upgrade_kernel_root": str(root),
+    }
+    result, state = run(tmp_path, "upgrade_kernel.yml", cluster(), **extra)
+    assert result.returncode == 2, result.stdout[-4000:]
+    assert calls_for(state, "node-1") == ["get node", "annotate node"] and calls_for(state, "node-2") == []
+    assert state["nodes"]["node-1"]["unschedulable"] is False and changed(tmp_path) == []
+    out = flat(result.stdout)
+    assert (
+        f"node-1 would not boot kernel {RELEASE} after the reboot but 6.1.0-100-amd64: GRUB_DEFAULT=0 boots the newest "
+        f"kernel, and 6.1.0-100-amd64 is newer than {RELEASE}. It is not drained and keeps running." in out
+    )
+    stop = json.loads(state["nodes"]["node-1"]["annotations"][ANNOTATION])
+    assert stop["step"] == "Refuse the node when it would not boot the target kernel" and stop["cordoned"] is False
+
+
+def test_a_saved_grub_entry_is_forgotten_so_that_the_target_kernel_boots(tmp_path):
+    rollout_play(tmp_path, "upgrade_kernel.yml", change_prefix=["upgrade_kernel_boot.yml"])
+    saved = "saved_entry=gnulinux-advanced-ab12>gnulinux-6.1.0-13-amd64-advanced-ab12\n"
+    root = boot_tree(tmp_path, "GRUB_DEFAULT=saved\nGRUB_SAVEDEFAULT=true\n", saved)
+    log = tmp_path / "grub.log"
+    extra = {
+        "upgrade_kernel_release": RELEASE,
+        "rollout_standin_not_container": True,
+        "__upgrade_kernel_root": str(root),
+    }
+    result, state = run(tmp_path, "upgrade_kernel.yml", cluster(), "--check", "--limit", "node-1", **extra)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "GRUB_DEFAULT=saved boots another saved entry: it is forgotten after the install" in flat(result.stdout)
+    assert saved in (root / "boot" / "grub" / "grubenv").read_text() and changed(tmp_path) == []
+    result, state = run(
+        tmp_path, "upgrade_kernel.yml", None, "--limit", "node-1", env={"GRUB_STANDIN_LOG": str(log)}, **extra
+    )
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert log.read_text().splitlines() == [f"{root}/boot/grub/grubenv unset saved_entry next_entry"]
+    assert "saved_entry" not in (root / "boot" / "grub" / "grubenv").read_text()
+    assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "get node", "uncordon"]
+    assert changed(tmp_path) == ["node-1"]
+
+
+def test_what_the_boot_loader_boots():
+    boot = kernel_boot.gpu_kernel_boot
+    grub = "grub=yes\nkernel=6.1.0-13-amd64\n"
+    assert boot(grub + "default=0", RELEASE) == {
+        "ok": True,
+        "action": "none",
+        "boots": RELEASE,
+        "reason": "",
+        "fix": "",
+    }
+    assert boot(grub + "default=saved", RELEASE)["action"] == "none"  # no saved entry: entry 0
+    assert boot(grub + "default=saved\nsaved_entry=Debian GNU/Linux, with Linux 6.1.0-13-amd64", RELEASE)["action"] == (
+        "unset_saved"
+    )
+    assert boot(grub + f"default=saved\nsaved_entry=x>gnulinux-{RELEASE}-advanced-x", RELEASE)["action"] == "none"
+    # a saved entry of an older kernel, the target not the newest: nothing here can make it boot
+    older = boot(grub + "kernel=6.2.0-1-amd64\ndefault=saved\nnext_entry=1>2", RELEASE)
+    assert not older["ok"] and older["boots"] == "1>2" and "grub-set-default" in older["fix"]
+    # an entry of 6.1.0-99-amd64 does not name kernel 6.1.0-9
+    pinned = boot(grub + "default=Advanced options for Debian>Debian, with Linux 6.1.0-99-amd64", "6.1.0-9")
+    assert not pinned["ok"] and "pins another boot entry" in pinned["reason"]
+    assert boot(grub + f"default=1>{RELEASE}", RELEASE)["ok"]
+    top = boot(grub + "top_level=/boot/vmlinuz-6.1.0-13-amd64", RELEASE)
+    assert not top["ok"] and top["boots"] == "6.1.0-13-amd64"
+    assert boot(grub + f"top_level=/boot/vmlinuz-{RELEASE}", RELEASE)["ok"]
+    assert boot("kernel=6.9.0-1-amd64", RELEASE) == {
+        "ok": True,
+        "action": "none",
+        "boots": "?",
+        "reason": "no GRUB configuration: the running kernel is checked after the reboot",
+        "fix": "",
+    }
+    # EL: grubby sets it unless it is the default already; without grubby the node is refused
+    assert boot("grubby=yes\ngrubby_default=/boot/vmlinuz-5.14.0-1.el9", RELEASE, "dnf")["action"] == "grubby"
+    assert boot(f"grubby=yes\ngrubby_default=/boot/vmlinuz-{RELEASE}", RELEASE, "dnf")["action"] == "none"
+    assert not boot("", RELEASE, "dnf")["ok"]
+
+
 # ---- relayout_mig.yml -------------------------------------------------------------------------------------------
 
 
@@ -341,6 +452,87 @@ def test_a_move_to_dra_and_back_labels_the_node_and_waits_for_the_right_api(tmp_
     assert calls_for(state, "node-1") == ["get node", "cordon", "drain", "label", "get node", "uncordon"]
     assert state["nodes"]["node-1"]["labels"] == {"nvidia.com/gpu.deploy.device-plugin": "true"}
     assert calls_for(state, "node-2") == [] and changed(tmp_path) == ["node-1"]
+
+
+# ---- restart_runtime.yml ---------------------------------------------------------------------------------------
+
+
+def pod(name, namespace="default", owner=None, phase="Running", mirror=False):
+    meta = {"name": name, "namespace": namespace}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": owner, "name": f"{name}-owner"}]
+    if mirror:
+        meta["annotations"] = {"kubernetes.io/config.mirror": "0123abcd"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "status": {"phase": phase}}
+
+
+def node_pods(state):
+    """node-1 runs a workload; node-2 only what a drain leaves: a DaemonSet's pod, a static (mirror) pod, a pod that
+    finished; node-3's pods cannot be listed."""
+    daemons = [
+        pod("nvidia-device-plugin-x", "gpu-operator", owner="DaemonSet"),
+        pod("etcd-n", "kube-system", mirror=True),
+    ]
+    state["nodes"]["node-1"]["pods"] = [pod("train-0", "ml", owner="StatefulSet"), *daemons]
+    state["nodes"]["node-2"]["pods"] = [*daemons, pod("job-1-abc", "ml", owner="Job", phase="Succeeded")]
+    state["nodes"]["node-3"]["pods_fail"] = "the server is currently unable to handle the request"
+    return state
+
+
+def test_a_runtime_restart_drains_only_the_nodes_where_pods_run(tmp_path):
+    rollout_play(tmp_path, "restart_runtime.yml")
+    result, state = run(tmp_path, "restart_runtime.yml", node_pods(cluster()), "--check")
+    assert result.returncode == 0, result.stdout[-4000:]
+    out = flat(result.stdout)
+    plan = "PLAN (check mode: nothing changes): {0} (node {0}), batch {0}: "
+    assert plan.format("node-1") + "cordon, drain (1 pod run there: ml/train-0), the container toolkit" in out
+    assert (
+        plan.format("node-2") + "cordon, no drain (no pod runs there but DaemonSet, mirror and finished pods), "
+        "the container toolkit" in out
+    )
+    assert (
+        plan.format("node-3") + "cordon, drain (the pods on node node-3 could not be listed (error: the server is "
+        "currently unable to handle the request): counted as busy)" in out
+    )
+    assert all(calls_for(state, name) == ["get node", "get pods"] for name in NODES) and changed(tmp_path) == []
+
+    result, state = run(tmp_path, "restart_runtime.yml", None)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert calls_for(state, "node-1") == ["get node", "get pods", "cordon", "drain", "get node", "uncordon"]
+    # node-2 is cordoned while its runtime restarts, not drained, and the run says so
+    assert calls_for(state, "node-2") == ["get node", "get pods", "cordon", "get node", "uncordon"]
+    assert "Node node-2 runs no pod but DaemonSet, mirror and finished pods: it is cordoned for" in flat(result.stdout)
+    assert calls_for(state, "node-3") == ["get node", "get pods", "cordon", "drain", "get node", "uncordon"]
+    assert changed(tmp_path) == NODES and all(not n["unschedulable"] for n in state["nodes"].values())
+
+
+def test_a_runtime_restart_outside_a_cluster_lists_no_pods(tmp_path):
+    rollout_play(tmp_path, "restart_runtime.yml", control_plane=False)
+    result, state = run(tmp_path, "restart_runtime.yml", node_pods(cluster()), restart_runtime_drain=False)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert state["calls"] == [] and changed(tmp_path) == NODES
+    assert "batch node-1: the container toolkit" in flat(result.stdout)
+
+
+def test_the_pods_a_drain_would_evict():
+    listing = {
+        "items": [
+            pod("a", owner="ReplicaSet"),
+            pod("b", owner="DaemonSet"),
+            pod("c", mirror=True),
+            pod("d", phase="Failed"),
+            pod("e", "x"),
+            pod("f", phase="Pending"),
+        ]
+    }
+    pods = rollout.gpu_rollout_node_pods({"rc": 0, "stdout": json.dumps(listing)}, "n1")
+    assert pods == {"known": True, "pods": ["default/a", "default/f", "x/e"], "reason": ""}
+    assert rollout.gpu_rollout_node_pods({"rc": 0, "stdout": "{}"}, "n1")["known"] is False
+    failed = rollout.gpu_rollout_node_pods({"rc": 1, "stderr": "forbidden\n"}, "n1")
+    assert failed == {"known": False, "pods": [], "reason": "the pods on node n1 could not be listed (forbidden)"}
+    assert rollout.gpu_rollout_plan("n1", "h1", True, "x", "h1", False, "cp", pods=pods).startswith(
+        "h1 (node n1), batch h1: cordon, drain (3 pods run there: default/a, default/f, x/e), x,"
+    )
 
 
 # ---- the filters ------------------------------------------------------------------------------------------------
