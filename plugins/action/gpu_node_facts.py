@@ -63,12 +63,17 @@ SUPPORTED_FAMILIES = ("Debian", "RedHat")
 
 
 def unsupported_distribution(host: str, facts: dict) -> str | None:
-    """The refusal of a node whose OS family no role supports, or None."""
-    if facts.get("os_family") in SUPPORTED_FAMILIES:
+    """The refusal of a node whose OS family no role supports, or None. ``facts`` as the play has them
+    (``os_family``) or as the setup module returns them (``ansible_os_family``)."""
+
+    def fact(name: str):
+        return facts.get(name, facts.get(f"ansible_{name}"))
+
+    if fact("os_family") in SUPPORTED_FAMILIES:
         return None
     return (
-        f"{host} runs {facts.get('distribution')} {facts.get('distribution_version')}: supported are the Debian, "
-        "Ubuntu and RHEL/Rocky/Alma families (README.md, \"Supported platforms\", says which releases each role is "
+        f"{host} runs {fact('distribution')} {fact('distribution_version')}: supported are the Debian, "
+        'Ubuntu and RHEL/Rocky/Alma families (README.md, "Supported platforms", says which releases each role is '
         "proven on)."
     )
 
