@@ -105,8 +105,12 @@ def task_headers(tasks: list, tasks_dir: Path, role: str, end_role: bool = True)
         if include is not None and "when" not in task and "loop" not in task:
             file = include["file"] if isinstance(include, dict) else include
             file = TEMPLATED_INCLUDES.get(file, file)
-            if "{{" in file:
-                continue  # a file this platform does not name: counted as its include only
+            # an include that runs on every run must name its file (or TEMPLATED_INCLUDES must): else its tasks
+            # could not be counted
+            # (the driver's GPU node path, not decided by one read yet, is only kept from growing: its include counts)
+            if "{{" in file and not end_role:
+                continue
+            assert "{{" not in file, f"{role}: {task.get('name')} includes {file} on every run, uncounted"
             try:
                 names += task_headers(_load(tasks_dir / file), tasks_dir, role, end_role)
             except EndRole as ended:
