@@ -36,8 +36,9 @@ options:
         C(items) (the module runs once per item, the result has the shape a loop task registers), C(item_arg) (the
         argument each item goes to; without it each item is a mapping merged over C(args)), C(missing_ok) (an item
         whose path is not there is no failure), C(check_mode) (a probe) and C(skip) (the read does not run).
-    type: list
-    elements: dict
+      - Or the name of a variable that holds that list, rendered only after the variable check (reads built from a
+        variable the check refuses would fail to render before it).
+    type: raw
     default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

@@ -19,6 +19,8 @@ the same messages), and only when the variables hold, the reads, each a module r
   controller-side action of this project, such as containerd_config) runs in check mode and says whether the task
   that runs it for real would change anything (its ``changed``), without changing anything. The role's real task takes
   the same arguments from the same variable, so the probe and the change cannot drift apart.
+- ``reads`` may also name a variable holding that list: it is rendered only after the variable check, so that reads
+  built from a variable the check refuses do not fail to render first.
 - The task's result: ``reads``, the reads' results in order (a probe's ``changed`` among them); with one read, also
   that read's result itself (so a role that registered its read task keeps the names it reads: ``stdout``,
   ``results``). The task itself never reports a change. ``checked`` lists the variables
@@ -129,15 +131,21 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         reads = self._task.args.get("reads") or []
+        checked = self.check_variables(task_vars)
+        if checked and checked.get("failed"):
+            return merge_hash(result, checked)
+        if isinstance(reads, str):
+            # the name of a variable: rendered only now, after the check (reads built from a variable the check
+            # refuses would fail to render before it)
+            if reads not in task_vars:
+                raise AnsibleActionFail(f"role_read: reads names {reads}, which is not defined")
+            reads = self._templar.copy_with_new_env(available_variables=task_vars).template(task_vars[reads])
         if not isinstance(reads, Sequence) or isinstance(reads, (str, Mapping)):
             raise AnsibleActionFail("role_read: reads must be a list of {module, args}")
         for read in reads:
             problem = read_problem(read)
             if problem:
                 raise AnsibleActionFail(f"role_read: {problem}")
-        checked = self.check_variables(task_vars)
-        if checked and checked.get("failed"):
-            return merge_hash(result, checked)
         done = []
         for read in reads:
             one = self.read(read, task_vars)

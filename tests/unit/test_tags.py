@@ -178,8 +178,9 @@ def test_apparmor_and_seccomp_select_their_halves():
     tags = {task["name"]: set(task["tags"]) for task in tasks}
     assert tags["Install and load the AppArmor profiles"] == {"security", "apparmor"}
     assert tags["Install the seccomp profiles"] == {"security", "seccomp"}
-    include = next(t for t in yaml.safe_load((ROOT / "roles/security_profiles/tasks/main.yml").read_text()) if "when" in t)
-    assert "apply" not in str(include)
+    main = yaml.safe_load((ROOT / "roles/security_profiles/tasks/main.yml").read_text())
+    include = next(task for task in main if "when" in task)
+    assert isinstance(include["ansible.builtin.include_tasks"], str)  # a file name: no tags applied
 
 
 def test_skip_tags_leaves_the_role_out():
@@ -223,6 +224,12 @@ def test_there_are_task_files():
     assert len(TASK_FILES) > 20
 
 
+# Includes whose file's tasks carry their own tags, which applying the include's would merge: security_profiles'
+# tasks/apply.yml holds the AppArmor half and the seccomp half (--tags apparmor must not run the seccomp half;
+# test_apparmor_and_seccomp_select_their_halves).
+OWN_TAGS = {("security_profiles/tasks/main.yml", "Report, install and load the profiles where the read says so")}
+
+
 @pytest.mark.parametrize("path", TASK_FILES, ids=[str(p.relative_to(ROOT / "roles")) for p in TASK_FILES])
 def test_tagged_includes_apply_their_tags(path):
     problems = []
@@ -233,7 +240,7 @@ def test_tagged_includes_apply_their_tags(path):
         tags = _as_set(task.get("tags"))
         args = task[module] if isinstance(task[module], dict) else {}
         applied = _as_set((args.get("apply") or {}).get("tags"))
-        if tags - applied:
+        if tags - applied and (path.relative_to(ROOT / "roles").as_posix(), task.get("name")) not in OWN_TAGS:
             problems.append(f"'{task.get('name')}' is tagged {sorted(tags)} but applies only {sorted(applied)}")
     assert problems == [], f"{path.relative_to(ROOT)}: " + "; ".join(problems)
 
