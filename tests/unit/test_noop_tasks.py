@@ -14,7 +14,8 @@ a role is what this test counts from its files alone:
   list is empty on a no-op run); one with neither runs on every run, so its file's tasks are counted as well (a file
   name with a template: the Debian/Ubuntu file, the benchmark's and the scenarios' platform);
 - a ``meta: end_role`` ends the count of its role where the benchmark's node takes it (a node without a GPU: the
-  driver role ends early there); on a GPU node the driver's path is counted whole (its own budget below);
+  driver role ends early there); on a GPU node the driver's path is counted whole (its own budget below), with the
+  includes its defaults take there on every run (GPU_NODE_INCLUDES: the package sources, NVIDIA's CUDA repository);
 - an ``include_role`` that the no-op path enters (the toolkit includes runtime_config on every node it registers the
   runtime on): one task plus that role's own count;
 - per play: fact gathering (one task), the pre_tasks and post_tasks, gpu_node_facts once (every role's dependency:
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
 SITE = ROOT / "site.yml"
 # The whole no-op re-run of site.yml on a node (both plays), and the doctor's share of it.
-SITE_BUDGET = 40
+SITE_BUDGET = 41
 DOCTOR_BUDGET = 5
 # Each role's no-op path (gpu_node_facts: once per play). A role with a platform file loads it first (an include_vars,
 # one task); its variable check is part of its read (plugins/action/role_read.py). Lower a number when a role gets
@@ -46,6 +47,7 @@ DOCTOR_BUDGET = 5
 ROLE_BUDGETS = {
     "gpu_node_facts": 2,  # the facts (variables, distribution) and the shared platform data
     "nvidia_driver": 3,  # a node without a GPU: the check, the report, the end of the role (GPU node: below)
+    "gpu_settings": 1,  # one action checks, reads and applies (nothing declared: it reads nothing on the node)
     "nvidia_container_toolkit": 10,  # its package read and its config.toml merge are not one read yet
     "runtime_config": 4,  # the read, daemon.json's and containerd's merges (each its own read), one include
     "nvidia_mig": 2,
@@ -57,10 +59,17 @@ ROLE_BUDGETS = {
 # The include_role tasks the no-op path runs into (their role's tasks start too).
 NOOP_ROLE_INCLUDES = {"runtime_config"}
 # The templated include file names on the benchmark's platform (Debian 12, apt).
-TEMPLATED_INCLUDES = {"packages_{{ __nvidia_container_toolkit_package_manager }}.yml": "packages_apt.yml"}
+TEMPLATED_INCLUDES = {
+    "packages_{{ __nvidia_container_toolkit_package_manager }}.yml": "packages_apt.yml",
+    "repository_{{ __nvidia_driver_family }}.yml": "repository_debian.yml",
+    "packages_{{ __nvidia_driver_pkg_mgr }}.yml": "packages_apt.yml",
+}
 # The driver role on a GPU node (nothing ends it early): not yet decided by one read (bench/README.md says so); this
-# budget only keeps it from growing.
-DRIVER_ON_A_GPU_NODE_BUDGET = 51
+# budget only keeps it from growing. Its includes with a ``when`` that a GPU node on Debian 12 with the role's
+# defaults takes on every run are counted whole there (nvidia_driver_manage_repo and nvidia_driver_debian_cuda_repo
+# are true by default: the package sources and the CUDA repository's key check run on every re-run).
+DRIVER_ON_A_GPU_NODE_BUDGET = 71
+GPU_NODE_INCLUDES = {"repository_{{ __nvidia_driver_family }}.yml", "repository_debian_cuda.yml"}
 IMPORTS = ("import_tasks", "ansible.builtin.import_tasks")
 INCLUDES = ("include_tasks", "ansible.builtin.include_tasks")
 INCLUDE_ROLES = ("include_role", "ansible.builtin.include_role")
@@ -102,14 +111,12 @@ def task_headers(tasks: list, tasks_dir: Path, role: str, end_role: bool = True)
         if included is not None and included["name"] in NOOP_ROLE_INCLUDES:
             names += role_headers(included["name"])
         include = next((task[key] for key in INCLUDES if key in task), None)
-        if include is not None and "when" not in task and "loop" not in task:
-            file = include["file"] if isinstance(include, dict) else include
+        file = None if include is None else include["file"] if isinstance(include, dict) else include
+        every_run = "when" not in task and "loop" not in task
+        if file is not None and (every_run or (not end_role and file in GPU_NODE_INCLUDES)):
             file = TEMPLATED_INCLUDES.get(file, file)
             # an include that runs on every run must name its file (or TEMPLATED_INCLUDES must): else its tasks
             # could not be counted
-            # (the driver's GPU node path, not decided by one read yet, is only kept from growing: its include counts)
-            if "{{" in file and not end_role:
-                continue
             assert "{{" not in file, f"{role}: {task.get('name')} includes {file} on every run, uncounted"
             try:
                 names += task_headers(_load(tasks_dir / file), tasks_dir, role, end_role)
@@ -203,3 +210,8 @@ def test_the_counter_counts_what_a_change_would_add(tmp_path):
     with pytest.raises(EndRole) as ended:
         task_headers(main, tasks, "")
     assert ended.value.names[-3:] == ["inc", "never", "end"]
+    # the driver's includes that a GPU node takes on every run count whole there, and as one task elsewhere
+    (tasks / "repository_debian_cuda.yml").write_text(yaml.safe_dump([{"name": "c1"}, {"name": "c2"}]))
+    cuda = [{"name": "cuda", "ansible.builtin.include_tasks": "repository_debian_cuda.yml", "when": "cuda"}]
+    assert task_headers(cuda, tasks, "", end_role=False) == ["cuda", "c1", "c2"]
+    assert task_headers(cuda, tasks, "") == ["cuda"]
