@@ -118,8 +118,9 @@ def test_site_yml_through_ansible_runner_in_two_slices_at_once(host, tmp_path_fa
             project_dir=str(PROJECT),
             playbook="site.yml",
             ident=f"slice-{number}",
-            binary=str(Path(sys.executable).parent / "ansible-playbook"),
-            envvars={"ANSIBLE_NOCOLOR": "1"},
+            # this venv's ansible-playbook, found on PATH as AWX's execution environment finds it (ansible-runner 2.4
+            # appends the playbook only to its own command: with binary= it printed ansible-playbook's usage)
+            envvars={"ANSIBLE_NOCOLOR": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
             quiet=True,
         )
         runs.append((thread, runner, sorted(script_data.get("gpu_nodes", {}).get("hosts", []))))
