@@ -13,6 +13,10 @@ on the same task first, with the same messages; a refusal fails the task before 
 One task per play where the role had a role_variables task before this one (the no-op run counts every task).
 ``spec`` and ``checks`` are not passed to the module.
 
+The node's distribution is checked here too, once the action knows it: the roles support the Debian and the RHEL
+families, and a node of another family fails this task with the sentence the playbook's own assert task said before
+(playbooks/gpu_nodes.yml had one; the no-op re-run counts every task).
+
 The module's ``toolkit_config`` parameter has no default of its own: the role's task passes
 ``__gpu_node_facts_toolkit_config``, and a task that names none (a playbook's own, an ad-hoc run) gets that value from
 its one home, ``roles/gpu_node_facts/vars/main.yml``, read here.
@@ -55,6 +59,25 @@ def gather_runtimes_problem(value) -> str | None:
     )
 
 
+SUPPORTED_FAMILIES = ("Debian", "RedHat")
+
+
+def unsupported_distribution(host: str, facts: dict) -> str | None:
+    """The refusal of a node whose OS family no role supports, or None. ``facts`` as the play has them
+    (``os_family``) or as the setup module returns them (``ansible_os_family``)."""
+
+    def fact(name: str):
+        return facts.get(name, facts.get(f"ansible_{name}"))
+
+    if fact("os_family") in SUPPORTED_FAMILIES:
+        return None
+    return (
+        f"{host} runs {fact('distribution')} {fact('distribution_version')}: supported are the Debian, "
+        'Ubuntu and RHEL/Rocky/Alma families (README.md, "Supported platforms", says which releases each role is '
+        "proven on)."
+    )
+
+
 def needs_minimal_facts(task_vars: dict) -> bool:
     """Whether the play has not gathered the facts the roles decide on (the OS family)."""
     return "os_family" not in (task_vars.get("ansible_facts") or {})
@@ -93,6 +116,11 @@ class ActionModule(ActionBase):
             if minimal.get("failed"):
                 return merge_hash(result, minimal)
             facts = minimal.get("ansible_facts") or {}
+        refusal = unsupported_distribution(
+            task_vars.get("inventory_hostname", "this node"), facts or task_vars.get("ansible_facts") or {}
+        )
+        if refusal:
+            raise AnsibleActionFail(refusal)
         node = self._execute_module(MODULE, module_args=module_args(self._task.args), task_vars=task_vars)
         result = merge_hash(result, node)
         if facts and not node.get("failed"):

@@ -33,6 +33,13 @@
     fleet report's health column and its list of nodes to drain, and validate.json's "health" (automation cordons the
     nodes whose drain is true).
 
+`gpu_fleet_with_others(results, hosts, existing)`
+    The ``nodes`` of gpu_fleet_report for this play's ``hosts`` (their ``results``, in order), followed by the nodes
+    of ``existing`` (the text of the fleet report JSON already on the controller, '' where there is none) that are
+    not hosts of this play, their rows as that report holds them. An inventory run in slices (AWX's job slicing: each
+    slice a play over its share of the hosts) so keeps one report of every node: each slice replaces its own nodes'
+    rows and leaves the other slices' rows alone. A node that left the inventory stays until the report is removed.
+
 `gpu_fleet_files_pending(files)`
     Whether the fleet report must be written: ``files`` is a list of {path, content} on the controller; True when
     one is missing or holds other text (it reads the controller's files: the role rewrites them only then).
@@ -48,6 +55,7 @@ Pure functions; the unit tests call them without Ansible.
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -249,6 +257,25 @@ def gpu_fleet_results(
     return results
 
 
+def gpu_fleet_with_others(results, hosts, existing) -> list:
+    """This play's nodes, then the nodes of the ``existing`` report text that are not among ``hosts`` (docstring)."""
+    if isinstance(hosts, (str, bytes)) or len(hosts) != len(results):
+        raise AnsibleFilterError("gpu_fleet_with_others: hosts must be a list as long as the list of results")
+    nodes = [{"host": host, "checks": checks} for host, checks in zip(hosts, results, strict=True)]
+    try:
+        document = json.loads(existing) if str(existing or "").strip() else {}
+    except ValueError:
+        document = {}  # a report someone broke by hand is written anew
+    ours = set(hosts)
+    for entry in document.get("nodes") or [] if isinstance(document, Mapping) else []:
+        if not isinstance(entry, Mapping) or entry.get("host") in ours or not entry.get("host"):
+            continue
+        cells = entry.get("cells") or {}
+        checks = None if entry.get("status") == "none" else [{"check": name, **cell} for name, cell in cells.items()]
+        nodes.append({"host": entry["host"], "checks": checks})
+    return nodes
+
+
 def gpu_fleet_files_pending(files) -> bool:
     """Whether one of ``files`` ({path, content}) is missing on the controller or holds other text."""
     for item in files:
@@ -268,5 +295,6 @@ class FilterModule:
         return {
             "gpu_fleet_report": gpu_fleet_report,
             "gpu_fleet_results": gpu_fleet_results,
+            "gpu_fleet_with_others": gpu_fleet_with_others,
             "gpu_fleet_files_pending": gpu_fleet_files_pending,
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html.parser
+import json
 
 import jinja2
 import pytest
@@ -185,3 +186,25 @@ def test_nodes_to_drain_come_first_with_their_reasons():
     assert [(n["health"], n["drain"]) for n in report["nodes"]] == [("fail", True), ("none", False), ("warn", False)]
     assert report["nodes"][0]["drain_reasons"] == ["GPU health: Xid events: Xid 79 on 0000:2a:00"]
     assert "health" in report["families"]
+
+
+def test_a_slice_replaces_its_own_nodes_and_keeps_the_other_slices():
+    """AWX job slicing: each slice is a play over its share of the hosts; the report of one slice keeps the rows
+    of the nodes another slice wrote (molecule/default/tests/test_awx_slices.py runs two at once)."""
+    ok = [{"check": "driver", "status": "ok", "detail": "570", "fix": ""}]
+    failing = [{"check": "driver", "status": "fail", "detail": "none", "fix": "install it"}]
+    first = fleet.gpu_fleet_report(fleet.gpu_fleet_with_others([ok, None], ["a", "c"], ""))
+    text = json.dumps(first)
+    second = fleet.gpu_fleet_report(fleet.gpu_fleet_with_others([failing], ["b"], text))
+    assert sorted(node["host"] for node in second["nodes"]) == ["a", "b", "c"]
+    cells = {node["host"]: (node["status"], node["cells"]) for node in second["nodes"]}
+    assert cells["a"] == ("ok", {"driver": {"status": "ok", "detail": "570", "fix": ""}})
+    assert cells["b"][0] == "fail" and cells["c"] == ("none", {})
+    # a slice that runs a node again replaces its row; a broken earlier file is written anew
+    again = fleet.gpu_fleet_report(fleet.gpu_fleet_with_others([failing], ["a"], json.dumps(second)))
+    assert {node["host"]: node["status"] for node in again["nodes"]} == {"a": "fail", "b": "fail", "c": "none"}
+    assert [
+        n["host"] for n in fleet.gpu_fleet_report(fleet.gpu_fleet_with_others([ok], ["a"], "{broken"))["nodes"]
+    ] == ["a"]
+    with pytest.raises(AnsibleFilterError):
+        fleet.gpu_fleet_with_others([ok], ["a", "b"], "")

@@ -28,8 +28,8 @@ ALL_TASKS = [
     "nvidia_container_toolkit : Install the toolkit packages",
     "nvidia_container_toolkit : Merge the toolkit settings into its config.toml",
     "nvidia_container_toolkit : Read the CDI spec and its refresh units against what they should be",
-    "nvidia_container_toolkit : Put the CDI spec and its refresh units in place",
-    "nvidia_container_toolkit : Report who writes the CDI spec, where this run does not",
+    # one include: the apply and the report (tasks/cdi_finish.yml), or the report alone (tasks/cdi_report.yml)
+    "nvidia_container_toolkit : Put the CDI spec in place, or say who writes it",
     *RUNTIME_TASKS[3:],
 ]
 

@@ -32,9 +32,16 @@ CHECKED_ROLES = ROLES
 TASK_NAME = "Check the {role} variables"
 # gpu_node_facts runs in every play (the other roles' dependency), so it has one task there, not two: its facts action
 # (plugins/action/gpu_node_facts.py) runs the role_variables check on its own spec and checks before it reads the node.
+# The roles whose one read of the node decides their path check their variables in that read's task (the role_read
+# action runs the same check before it reads anything: plugins/action/role_read.py; the no-op re-run counts every task).
 CHECKING_TASKS = {
     "gpu_node_facts": ("gpu_node_facts", "Check the variables and gather the GPU node facts"),
     "gpu_settings": ("gpu_settings", "Keep the GPUs at their declared settings"),
+    "fuse": ("role_read", "Check the fuse variables and read what FUSE needs on the node"),
+    "security_profiles": ("role_read", "Check the security_profiles variables and look up the profiles"),
+    "kubelet": ("role_read", "Check the kubelet variables and read the kubelet files"),
+    "runtime_config": ("role_read", "Check the runtime_config variables, read binary, files, restarts"),
+    "gpu_validate": ("role_read", "Check the gpu_validate variables and run the checks on the node"),
 }
 
 

@@ -60,8 +60,9 @@ def test_anything_else_is_pending(dir_stat, file_stat):
 
 
 def test_the_roles_expression_reads_the_seccomp_part_of_the_stat_loop():
-    """tasks/main.yml's one stat loop also holds the AppArmor paths: the seccomp verdict reads its own paths only."""
-    tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "main.yml").read_text())
+    """tasks/main.yml's one read also holds the AppArmor paths: the seccomp verdict reads its own paths only (the
+    include of tasks/apply.yml decides with it)."""
+    tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "apply.yml").read_text())
     install = next(t for t in tasks if t.get("name") == "Install the seccomp profiles")
     expression = yaml.safe_load((ROOT / "roles" / "security_profiles" / "vars" / "main.yml").read_text())[
         "__security_profiles_seccomp_pending"

@@ -485,7 +485,7 @@ def test_seccomp_install_runs_only_when_a_profile_is_missing_or_differs(tmp_path
     runs = re.split(r"TASK \[RUN-\d", result.stdout)[1:]
     install_task = "TASK [security_profiles : Install the seccomp profiles for kubelet and docker]"
     assert [install_task in run for run in runs] == [True, False, True, True, True], result.stdout
-    assert "TASK [security_profiles : Look up the installed profiles]" in runs[1]
+    assert "TASK [security_profiles : Check the security_profiles variables and look up the profiles]" in runs[1]
     written = (profiles / "fuse.json").read_bytes()
     assert hashlib.sha256(written).hexdigest() == RENDERED_SHA256[(platform_arch(), "fuse")]
     assert (profiles / "fuse-nomount.json").is_file()

@@ -130,7 +130,9 @@ def test_the_doctor_has_no_fallback_for_what_the_roles_pass():
     ):
         assert spec[option].get("required") is True and "default" not in spec[option], option
     passed = yaml.safe_load((ROOT / "roles" / "gpu_validate" / "tasks" / "checks.yml").read_text())[0]
-    assert passed["gpu_validate_checks"]["kubelet_dropin_min"] == "{{ __gpu_node_facts_kubelet_dropin_min }}"
+    read = passed["role_read"]["reads"][0]  # the variable check, then the module (plugins/action/role_read.py)
+    assert read["module"] == "gpu_validate_checks"
+    assert read["args"]["kubelet_dropin_min"] == "{{ __gpu_node_facts_kubelet_dropin_min }}"
 
 
 def test_one_platform_list_and_one_min_ansible_version():
