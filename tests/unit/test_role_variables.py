@@ -45,6 +45,11 @@ CHECKING_TASKS = {
 }
 
 
+# nvidia_mig: a node that names no layout has nothing to change and runs one task of the role, the include; each
+# file it includes imports tasks/check.yml first (test_nvidia_mig_checks_its_variables_first_wherever_it_acts).
+CHECK_FILES = {"nvidia_mig": "check.yml"}
+
+
 def check_task_name(role: str) -> str:
     """The name of the task that checks the role's variables (the one a refusal stops at)."""
     return CHECKING_TASKS[role][1] if role in CHECKING_TASKS else TASK_NAME.format(role=role)
@@ -114,11 +119,12 @@ def test_every_role_checks_its_variables_once_before_anything_else(role):
     """One role_variables task per role (gpu_node_facts: its facts task, whose action runs the same check), with the
     role's rules, the role's first task but for the platform data."""
     action = CHECKING_TASKS.get(role.name, ("role_variables",))[0]
-    tasks = _tasks_in_order(role)
+    tasks = _tasks_in_order(role, CHECK_FILES.get(role.name, "main.yml"))
     checks = [i for i, task in enumerate(tasks) if "role_variables" in task or "spec" in (task.get(action) or {})]
     assert len(checks) == 1, f"{role.name}: {len(checks)} role_variables tasks"
     # Only the platform data (tasks/set_vars.yml: an include_vars, nothing on the node) may come first, where the
-    # rules read it (the toolkit's package manager).
+    # rules read it (gpu_node_facts: its own load after its facts task; the roles on site.yml's no-op path get theirs
+    # from that dependency).
     before = [t.get("name") for t in tasks[: checks[0]]]
     assert before in ([], ["Load the platform data"]), before
     task = tasks[checks[0]]
@@ -129,6 +135,19 @@ def test_every_role_checks_its_variables_once_before_anything_else(role):
     }
     rules = yaml.safe_load((role / "vars" / "main.yml").read_text())[f"__{role.name}_variable_checks"]
     assert rules and all({"ok", "msg"} <= set(rule) <= {"ok", "msg", "loop"} for rule in rules.values()), rules
+
+
+def test_nvidia_mig_checks_its_variables_first_wherever_it_acts():
+    role = ROOT / "roles" / "nvidia_mig"
+    (include,) = [task for task in yaml.safe_load((role / "tasks" / "main.yml").read_text())[0]["block"]]
+    files = include["ansible.builtin.include_tasks"]["file"]
+    for name in ("layout.yml", "left_alone.yml"):
+        assert f"'{name}'" in files
+        first = yaml.safe_load((role / "tasks" / name).read_text())[0]
+        assert first["ansible.builtin.import_tasks"] == "check.yml", name
+    # the guard and the file name read the layout's name and the facts only: a bad variable reaches the check
+    assert include["when"] == "nvidia_mig_config is not none and nvidia_mig_config != ''"
+    assert "__nvidia_mig" not in files
 
 
 @pytest.mark.parametrize("role", ROLES, ids=[role.name for role in ROLES])
@@ -340,6 +359,11 @@ def refused(tmp_path_factory):
         for role, names in outside.items()
     ]
     cases += [(role, f"rule-{name}", value) for role, (name, value, _) in RULE_CASES.items()]
+    # nvidia_mig checks its variables where the node names a layout (a node without one has nothing to change)
+    cases = [
+        (role, name, value + "\n            nvidia_mig_config: a-layout" if role == "nvidia_mig" else value)
+        for role, name, value in cases
+    ]
     plays = "".join(
         PLAY.format(
             role=role,
