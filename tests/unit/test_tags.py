@@ -28,6 +28,9 @@ ANSIBLE_PLAYBOOK = Path(sys.executable).parent / "ansible-playbook"
 # the task Ansible prepends to a role whose meta/argument_specs.yml has a `main` entry point
 ARG_SPEC_TASK = "Validating arguments against arg spec"
 ALWAYS_ROLES = {"gpu_node_facts"}
+# the roles of site.yml's play in order; the doctor (gpu_validate) is the play's last task, an include_role that
+# --list-tasks shows as one task of the play (DOCTOR_TASK), not its role's tasks (playbooks/validate.yml lists them)
+DOCTOR_TASK = "Validate the nodes, batch by batch with batches"
 ROLE_ORDER = [
     "gpu_node_facts",
     "nvidia_driver",
@@ -57,14 +60,16 @@ EXPECTED_ROLES = {
     # the facts role runs always, so its own tag adds nothing to it
     "facts": set(),
 }
+# what --list-tasks of site.yml can show of a role's tasks: the doctor's are behind its include_role (DOCTOR_TASK)
+LISTED_ROLES = {**EXPECTED_ROLES, "validate": set()}
 
 _TASK_LINE = re.compile(r"^\s{6}(?:(?P<role>[A-Za-z0-9_]+) : )?(?P<name>.+?)\tTAGS: \[(?P<tags>[^\]]*)\]\s*$")
 
 
 @functools.cache
-def _list_tasks(args: tuple[str, ...]) -> tuple[tuple[str | None, str, frozenset[str]], ...]:
+def _list_tasks(args: tuple[str, ...], playbook: str = "site.yml") -> tuple[tuple[str | None, str, frozenset[str]], ...]:
     result = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", "inventories/example", "site.yml", "--list-tasks", *args],
+        [str(ANSIBLE_PLAYBOOK), "-i", "inventories/example", playbook, "--list-tasks", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -81,9 +86,9 @@ def _list_tasks(args: tuple[str, ...]) -> tuple[tuple[str | None, str, frozenset
     return tuple(tasks)
 
 
-def list_tasks(*args: str) -> list[dict]:
-    """The tasks `site.yml --list-tasks` prints, as dicts with role (None for play tasks), name and tags."""
-    return [{"role": role, "name": name, "tags": set(tags)} for role, name, tags in _list_tasks(args)]
+def list_tasks(*args: str, playbook: str = "site.yml") -> list[dict]:
+    """The tasks `<playbook> --list-tasks` prints, as dicts with role (None for play tasks), name and tags."""
+    return [{"role": role, "name": name, "tags": set(tags)} for role, name, tags in _list_tasks(args, playbook)]
 
 
 def _own_tasks(tasks: list[dict]) -> list[dict]:
@@ -92,19 +97,24 @@ def _own_tasks(tasks: list[dict]) -> list[dict]:
 
 
 def test_site_runs_every_role_in_order():
+    tasks = list_tasks()
     roles = []
-    for task in list_tasks():
+    for task in tasks:
         if task["role"] and task["role"] not in roles:
             roles.append(task["role"])
-    assert roles == ROLE_ORDER
+    assert roles == ROLE_ORDER[:-1]
+    # the doctor last, after every role of the play (and their handlers: a post task), with the validate tag
+    assert tasks[-1] == {"role": None, "name": DOCTOR_TASK, "tags": {"validate"}}
+    (play,) = yaml.safe_load((ROOT / "playbooks" / "gpu_nodes.yml").read_text())
+    (doctor,) = play["post_tasks"]
+    assert doctor["ansible.builtin.include_role"] == {"name": ROLE_ORDER[-1], "apply": {"tags": ["validate"]}}
+    assert "when" not in doctor  # every run validates, with batches or without
+    assert [t["name"] for t in list_tasks("--tags", "validate")][-1] == DOCTOR_TASK
 
 
 def test_site_yml_holds_only_import_playbook_lines():
     plays = yaml.safe_load((ROOT / "site.yml").read_text())
-    assert [p["ansible.builtin.import_playbook"] for p in plays] == [
-        "playbooks/gpu_nodes.yml",
-        "playbooks/validate.yml",
-    ]
+    assert [p["ansible.builtin.import_playbook"] for p in plays] == ["playbooks/gpu_nodes.yml"]
     for play in plays:
         assert set(play) == {"name", "ansible.builtin.import_playbook"}, play
 
@@ -114,8 +124,8 @@ def test_tag_selects_only_its_roles(tag):
     tasks = list_tasks("--tags", tag)
     own = _own_tasks(tasks)
     roles = {t["role"] for t in own}
-    assert roles == EXPECTED_ROLES[tag], (
-        f"--tags {tag} selects tasks of {sorted(roles)}, expected only {sorted(EXPECTED_ROLES[tag])}: "
+    assert roles == LISTED_ROLES[tag], (
+        f"--tags {tag} selects tasks of {sorted(roles)}, expected only {sorted(LISTED_ROLES[tag])}: "
         + "; ".join(f"{t['role']} : {t['name']}" for t in own)
     )
     for task in own:
@@ -140,7 +150,7 @@ def test_no_task_of_another_role_is_listed(tag):
 def test_ansible_adds_no_argument_validation_to_any_role():
     """Each role's variables are checked once, by its role_variables task (types, choices, rules); Ansible's own
     validation, a second and looser type check, is not prepended (the argument specs have no `main` entry point)."""
-    tasks = list_tasks()
+    tasks = list_tasks() + list_tasks(playbook="playbooks/validate.yml")  # the doctor's tasks: behind an include here
     assert [t for t in tasks if t["name"].startswith(ARG_SPEC_TASK)] == []
     checks = {t["role"] for t in tasks if t["name"].startswith(f"Check the {t['role']} variables")}
     # gpu_node_facts (tagged always) checks its one choice too, gpu_node_facts_gpu_allocation (issue 39), in its facts
@@ -148,6 +158,8 @@ def test_ansible_adds_no_argument_validation_to_any_role():
     checks |= {t["role"] for t in tasks if t["name"] == "Check the variables and gather the GPU node facts"}
     # gpu_settings: one task on the no-op run, whose action runs the role_variables check before its module (issue 49)
     checks |= {t["role"] for t in tasks if t["name"] == "Keep the GPUs at their declared settings"}
+    # nvidia_mig: its one task where no layout is named, the include of the files that check first (tasks/check.yml)
+    checks |= {t["role"] for t in tasks if t["name"].startswith("Check the variables, apply the MIG layout")}
     assert checks == set(ROLE_ORDER)
 
 
