@@ -83,10 +83,19 @@ def render_role_value(expression: str, variables: dict):
     return templar.template(trust_as_template(expression))
 
 
+# The roles on site.yml's no-op path whose platform data gpu_node_facts' vars/<platform>.yml holds (loaded once per play
+# by that dependency, issue 47); nvidia_driver and nvidia_mig keep theirs in their own vars/.
+PLATFORM_DATA_IN_GPU_NODE_FACTS = ("nvidia_container_toolkit", "security_profiles", "kubelet", "gpu_validate")
+
+
 def platform_file(role: str, distribution: str, version: str, family: str) -> Path:
-    """The vars file a role's tasks/set_vars.yml loads on a node with these facts: the first of gpu_node_facts'
-    __gpu_node_facts_platform_files found in the role's vars/."""
+    """The vars file that holds a role's platform data on a node with these facts: the first of gpu_node_facts'
+    __gpu_node_facts_platform_files found in the vars/ of the role whose tasks/set_vars.yml loads it (gpu_node_facts
+    for the roles of PLATFORM_DATA_IN_GPU_NODE_FACTS)."""
     import yaml
+
+    if role in PLATFORM_DATA_IN_GPU_NODE_FACTS:
+        role = "gpu_node_facts"
 
     facts = {
         "distribution": distribution,

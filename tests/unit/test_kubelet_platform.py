@@ -1,6 +1,6 @@
-"""The kubelet role's platform data (issue 40, one mechanism): tasks/set_vars.yml loads the first found of
-__gpu_node_facts_platform_files from roles/kubelet/vars; each platform gets its KUBELET_EXTRA_ARGS file and the
-package with getsubids."""
+"""The kubelet role's platform data (issue 40, one mechanism): gpu_node_facts' tasks/set_vars.yml loads the first
+found of __gpu_node_facts_platform_files from roles/gpu_node_facts/vars, once per play (issue 47); each platform gets
+its KUBELET_EXTRA_ARGS file and the package with getsubids."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ ROLE = ROOT / "roles" / "kubelet"
 
 
 def _platform_data(distribution: str, version: str, family: str, role: str = "kubelet") -> dict:
-    return yaml.safe_load(platform_file(role, distribution, version, family).read_text())
+    data = yaml.safe_load(platform_file(role, distribution, version, family).read_text())
+    return {key: value for key, value in data.items() if key.startswith(f"__{role}_")}
 
 
 @pytest.mark.parametrize(
@@ -37,10 +38,8 @@ def test_each_platform_gets_its_env_file_and_getsubids_package(distribution, ver
     assert render_role_value(path, {**variables, "kubelet_env_file": "/etc/kubelet.env"}) == "/etc/kubelet.env"
 
 
-def test_the_role_loads_its_platform_data_once_through_set_vars():
-    tasks = yaml.safe_load((ROLE / "tasks/set_vars.yml").read_text())
-    assert [task["name"] for task in tasks] == ["Load the platform data"]
-    assert "__gpu_node_facts_platform_files" in tasks[0]["ansible.builtin.include_vars"]
-    other = "".join(p.read_text() for p in ROLE.rglob("*.yml") if p.name != "set_vars.yml")
-    assert "first_found" not in other and "os_family" not in other
-    assert "ansible.builtin.import_tasks: set_vars.yml" in (ROLE / "tasks/main.yml").read_text()
+def test_the_role_loads_no_platform_data_itself_its_dependency_does():
+    assert not (ROLE / "tasks/set_vars.yml").exists()
+    other = "".join(p.read_text() for p in ROLE.rglob("*.yml"))
+    assert "first_found" not in other and "os_family" not in other and "set_vars.yml" not in other
+    assert "gpu_node_facts" in yaml.safe_load((ROLE / "meta/main.yml").read_text())["dependencies"]

@@ -39,25 +39,27 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
 SITE = ROOT / "site.yml"
 # The whole no-op re-run of site.yml on a node (both plays), and the doctor's share of it.
-SITE_BUDGET = 41
-DOCTOR_BUDGET = 5
+SITE_BUDGET = 35
+DOCTOR_BUDGET = 4
 # Each role's no-op path (gpu_node_facts: once per play). A role with a platform file loads it first (an include_vars,
 # one task); its variable check is part of its read (plugins/action/role_read.py). Lower a number when a role gets
 # cheaper; never raise one to make room for a task: fold the task into the role's read or its include.
 ROLE_BUDGETS = {
-    "gpu_node_facts": 2,  # the facts (variables, distribution) and the shared platform data
+    "gpu_node_facts": 2,  # the facts (variables, distribution) and the platform data of every role on this path
     "nvidia_driver": 3,  # a node without a GPU: the check, the report, the end of the role (GPU node: below)
     "gpu_settings": 1,  # one action checks, reads and applies (nothing declared: it reads nothing on the node)
-    "nvidia_container_toolkit": 10,  # its package read and its config.toml merge are not one read yet
+    "nvidia_container_toolkit": 9,  # its package read and its config.toml merge are not one read yet
     "runtime_config": 4,  # the read, daemon.json's and containerd's merges (each its own read), one include
-    "nvidia_mig": 2,
+    "nvidia_mig": 1,  # the include where a layout is named (its check comes first in the included file)
     "fuse": 2,
-    "security_profiles": 3,
-    "kubelet": 4,
-    "gpu_validate": 5,
+    "security_profiles": 2,
+    "kubelet": 3,
+    "gpu_validate": 4,
 }
-# The include_role tasks the no-op path runs into (their role's tasks start too).
-NOOP_ROLE_INCLUDES = {"runtime_config"}
+# The include_role tasks the no-op path runs into (their role's tasks start too): the toolkit's runtime_config, and
+# the doctor at the end of site.yml's play (playbooks/gpu_nodes.yml), with its own gpu_node_facts instance (a
+# dependency with a parameter: it reads the node again, after the roles changed it).
+NOOP_ROLE_INCLUDES = {"runtime_config", "gpu_validate"}
 # The templated include file names on the benchmark's platform (Debian 12, apt).
 TEMPLATED_INCLUDES = {
     "packages_{{ __nvidia_container_toolkit_package_manager }}.yml": "packages_apt.yml",
@@ -109,6 +111,8 @@ def task_headers(tasks: list, tasks_dir: Path, role: str, end_role: bool = True)
         names.append(f"{role} : {task.get('name', '?')}" if role else task.get("name", "?"))
         included = next((task[key] for key in INCLUDE_ROLES if key in task), None)
         if included is not None and included["name"] in NOOP_ROLE_INCLUDES:
+            if included["name"] == "gpu_validate":
+                names += role_headers("gpu_node_facts")
             names += role_headers(included["name"])
         include = next((task[key] for key in INCLUDES if key in task), None)
         file = None if include is None else include["file"] if isinstance(include, dict) else include

@@ -18,19 +18,18 @@ ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
 RUNTIME_TASKS = [
-    "nvidia_container_toolkit : Load the platform data",
     "nvidia_container_toolkit : Check the nvidia_container_toolkit variables",
     "nvidia_container_toolkit : Report what the role leaves out on this node",
     "Register the nvidia runtime in the container runtimes",
 ]
 ALL_TASKS = [
-    *RUNTIME_TASKS[:3],
+    *RUNTIME_TASKS[:2],
     "nvidia_container_toolkit : Install the toolkit packages",
     "nvidia_container_toolkit : Merge the toolkit settings into its config.toml",
     "nvidia_container_toolkit : Read the CDI spec and its refresh units against what they should be",
     # one include: the apply and the report (tasks/cdi_finish.yml), or the report alone (tasks/cdi_report.yml)
     "nvidia_container_toolkit : Put the CDI spec in place, or say who writes it",
-    *RUNTIME_TASKS[3:],
+    *RUNTIME_TASKS[2:],
 ]
 
 
@@ -92,9 +91,8 @@ def _main_tasks() -> list[dict]:
 def test_only_preflight_and_registration_carry_the_runtime_tag():
     tagged = {task["name"]: task["tags"] for task in _main_tasks()}
     assert [name for name, tags in tagged.items() if "runtime" in tags] == [
-        "Load the platform data of the node",
         "Decide whether this node gets the toolkit, and check the settings",
-        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[3:]],
+        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[2:]],
     ]
     for task in _main_tasks():
         if "ansible.builtin.include_tasks" in task or "ansible.builtin.include_role" in task:
@@ -132,7 +130,7 @@ def _defined_in_tasks(node, found: set[str]) -> None:
 
 
 def _task_files(manager: str) -> list[Path]:
-    common = ["main", "set_vars", "preflight", "key", "version", "cdi", "cdi_apply"]
+    common = ["main", "preflight", "key", "version", "cdi", "cdi_apply"]
     own = [f"repository_{manager}", f"packages_{manager}", *(["install_apt"] if manager == "apt" else [])]
     return [ROLE / "tasks" / f"{name}.yml" for name in [*common, *own]]
 
@@ -142,12 +140,12 @@ MANAGERS = {"Debian": "apt", "RedHat": "dnf"}
 
 @pytest.mark.parametrize(("family", "manager"), MANAGERS.items())
 def test_every_internal_variable_a_family_uses_is_defined(family, manager):
-    """vars/main.yml, the family's platform file (vars/<os_family>.yml) and the vars of packages_<manager>.yml's block
-    define every internal variable the family's task files and templates use."""
+    """vars/main.yml, the family's platform file (gpu_node_facts' vars/<os_family>.yml) and the vars of
+    packages_<manager>.yml's block define every internal variable the family's task files and templates use."""
     files = _task_files(manager)
     assert all(path.is_file() for path in files), [str(path) for path in files if not path.is_file()]
     defined = set(yaml.safe_load((ROLE / "vars" / "main.yml").read_text()))
-    defined.update(yaml.safe_load((ROLE / "vars" / f"{family}.yml").read_text()))
+    defined.update(yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / f"{family}.yml").read_text()))
     templates = [
         ROLE / "templates" / source for path in files for source in re.findall(r"src: (\S+\.j2)", path.read_text())
     ]
@@ -160,8 +158,8 @@ def test_every_internal_variable_a_family_uses_is_defined(family, manager):
     assert sorted(used - defined) == []
 
 
-# The platform data (tasks/set_vars.yml loads the first of __gpu_node_facts_platform_files found in vars/): each
-# platform's values, and default.yml's for a platform without a file.
+# The platform data (gpu_node_facts' tasks/set_vars.yml loads the first of __gpu_node_facts_platform_files found in its
+# vars/, once per play): each platform's values, and default.yml's for a platform without a file.
 PLATFORM_DATA = {
     "Debian": {
         "package_manager": "apt",
@@ -196,22 +194,17 @@ def test_each_platform_loads_its_data_and_an_unsupported_one_the_default(node, p
     from conftest import platform_file
 
     assert platform_file(ROLE.name, *node).name == f"{platform}.yml"
-    data = yaml.safe_load((ROLE / "vars" / f"{platform}.yml").read_text())
+    data = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / f"{platform}.yml").read_text())
+    data = {key: value for key, value in data.items() if key.startswith(PREFIX)}
     assert data == {f"{PREFIX}{key}": value for key, value in PLATFORM_DATA[platform].items()}
 
 
-def test_set_vars_holds_the_one_platform_task_and_nothing_else_picks_a_platform():
-    assert yaml.safe_load((ROLE / "tasks" / "set_vars.yml").read_text()) == [
-        {
-            "name": "Load the platform data",
-            "ansible.builtin.include_vars": "{{ lookup('ansible.builtin.first_found', "
-            "__gpu_node_facts_platform_files) }}",
-        }
-    ]
+def test_the_role_loads_no_platform_data_itself_and_nothing_picks_a_platform():
+    """gpu_node_facts, its dependency, loads the platform data once per play (issue 47)."""
+    assert not (ROLE / "tasks" / "set_vars.yml").exists()
     for path in [*(ROLE / "tasks").glob("*.yml"), ROLE / "vars" / "main.yml"]:
         text = path.read_text()
-        if path.name != "set_vars.yml":
-            assert "first_found" not in text, path
+        assert "first_found" not in text, path
         assert not re.search(r"\}\[ansible_facts\.(os_family|distribution)", text), path
 
 

@@ -1,6 +1,6 @@
-"""The platform data of gpu_validate and security_profiles (issue 40): each role loads vars/<platform>.yml with the
-one mechanism (tasks/set_vars.yml, the first found of gpu_node_facts' __gpu_node_facts_platform_files), and each
-platform gets its values."""
+"""The platform data of gpu_validate and security_profiles (issue 40): loaded with the one mechanism (tasks/set_vars.yml,
+the first found of gpu_node_facts' __gpu_node_facts_platform_files), once per play by gpu_node_facts, whose
+vars/<platform>.yml holds the data of every role on site.yml's no-op path (issue 47); each platform gets its values."""
 
 from __future__ import annotations
 
@@ -30,15 +30,20 @@ REDHAT_FAMILY = {"rhel9", "rocky9", "alma10"}
 
 
 def platform_data(role: str, platform: str) -> dict:
-    """The values tasks/set_vars.yml loads for ``role`` on ``platform``: the first of the names that exists."""
-    return yaml.safe_load(platform_file(role, *PLATFORMS[platform]).read_text())
+    """The values of ``role`` that gpu_node_facts' tasks/set_vars.yml loads on ``platform``: the first of the names
+    that exists, its keys of that role."""
+    data = yaml.safe_load(platform_file(role, *PLATFORMS[platform]).read_text())
+    return {key: value for key, value in data.items() if key.startswith(f"__{role}_")}
 
 
 @pytest.mark.parametrize("role", ["gpu_validate", "security_profiles", "gpu_node_facts"])
 def test_the_role_loads_its_platform_data_the_one_way(role):
-    assert yaml.safe_load((ROOT / "roles" / role / "tasks" / "set_vars.yml").read_text()) == SET_VARS
-    # every platform file sets the same names, so no value of another platform is left over
-    keys = {p.name: set(yaml.safe_load(p.read_text())) for p in (ROOT / "roles" / role / "vars").glob("*.yml")}
+    assert yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "tasks" / "set_vars.yml").read_text()) == SET_VARS
+    # every platform file sets the same names of the role, so no value of another platform is left over
+    keys = {
+        p.name: {key for key in yaml.safe_load(p.read_text()) if key.startswith(f"__{role}_")}
+        for p in (ROOT / "roles" / "gpu_node_facts" / "vars").glob("*.yml")
+    }
     keys.pop("main.yml")
     assert len(set(map(frozenset, keys.values()))) == 1, keys
 
