@@ -84,8 +84,22 @@ def render_role_value(expression: str, variables: dict):
 
 
 # The roles on site.yml's no-op path whose platform data gpu_node_facts' vars/<platform>.yml holds (loaded once per play
-# by that dependency, issue 47); nvidia_driver and nvidia_mig keep theirs in their own vars/.
-PLATFORM_DATA_IN_GPU_NODE_FACTS = ("nvidia_container_toolkit", "security_profiles", "kubelet", "gpu_validate")
+# by that dependency, issue 47), and the prefix of their names there (gpu_node_facts' own: the other names);
+# nvidia_driver and nvidia_mig keep theirs in their own vars/.
+PLATFORM_DATA_IN_GPU_NODE_FACTS = {
+    "nvidia_container_toolkit": "__gpu_node_facts_toolkit_",
+    "security_profiles": "__gpu_node_facts_security_",
+    "kubelet": "__gpu_node_facts_kubelet_getsubids_",
+    "gpu_validate": "__gpu_node_facts_validate_",
+}
+
+
+def platform_names(role: str, data: dict) -> dict:
+    """The entries of one of gpu_node_facts' platform files that are ``role``'s platform data."""
+    prefixes = tuple(PLATFORM_DATA_IN_GPU_NODE_FACTS.values())
+    if role == "gpu_node_facts":
+        return {key: value for key, value in data.items() if not key.startswith(prefixes)}
+    return {key: value for key, value in data.items() if key.startswith(PLATFORM_DATA_IN_GPU_NODE_FACTS[role])}
 
 
 def platform_file(role: str, distribution: str, version: str, family: str) -> Path:

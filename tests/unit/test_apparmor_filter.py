@@ -26,7 +26,7 @@ OLD_FAILED = (
     "   | selectattr('failed', 'defined') | selectattr('failed') | list }}"
 )
 NEW_MSG = (
-    "{{ ansible_failed_result | apparmor_refusal(__security_profiles_apparmor_parser,\n"
+    "{{ ansible_failed_result | apparmor_refusal(__gpu_node_facts_security_apparmor_parser,\n"
     "   __security_profiles_apparmor_parser_stat.stat.exists, __security_profiles_apparmor_dir, inventory_hostname) }}"
 )
 
@@ -61,7 +61,7 @@ def _variables(result, parser_found):
         "ansible_failed_result": result,
         "inventory_hostname": "node-1",
         "__security_profiles_apparmor": {"parser": "/sbin/apparmor_parser"},  # the old program's platform dict
-        "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
+        "__gpu_node_facts_security_apparmor_parser": "/sbin/apparmor_parser",
         "__security_profiles_apparmor_parser_stat": {"stat": {"exists": parser_found}},
         "__security_profiles_apparmor_dir": "/etc/apparmor.d",
     }
@@ -157,7 +157,7 @@ def test_the_report_says_what_the_two_old_reports_said(supported, loadable, chec
         # the old tasks read the tools' install; the task now reads the stat of apparmor_parser (installed by it)
         "__security_profiles_apparmor_tools": {"changed": tools_changed},
         "security_profiles_apparmor_install_packages": True,
-        "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
+        "__gpu_node_facts_security_apparmor_parser": "/sbin/apparmor_parser",
         "__security_profiles_stat": {
             "results": [{"item": "/sbin/apparmor_parser", "stat": {"exists": not tools_changed}}]
         },

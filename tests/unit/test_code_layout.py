@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import PLATFORM_DATA_IN_GPU_NODE_FACTS
+from conftest import PLATFORM_DATA_IN_GPU_NODE_FACTS, platform_names
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,10 +110,9 @@ def test_a_role_with_platform_data_loads_it_through_set_vars(role):
     assert yaml.safe_load(set_vars.read_text()) == [SET_VARS_TASK]
     imports = [entry for entry in _imports(role) if entry.endswith(": set_vars.yml")]
     assert len(imports) == 1, f"{role.name} must import tasks/set_vars.yml once (statically): {imports}"
-    owners = (role.name, *PLATFORM_DATA_IN_GPU_NODE_FACTS) if role.name == "gpu_node_facts" else (role.name,)
     for name in files:
         data = yaml.safe_load((role / "vars" / name).read_text()) or {}
-        assert all(key.startswith(tuple(f"__{owner}_" for owner in owners)) for key in data), (name, sorted(data))
+        assert all(key.startswith(f"__{role.name}_") for key in data), (name, sorted(data))
 
 
 @pytest.mark.parametrize("role", PLATFORM_DATA_IN_GPU_NODE_FACTS)
@@ -124,12 +123,12 @@ def test_the_no_op_paths_platform_data_is_loaded_once_by_gpu_node_facts(role):
     assert not (ROOT / "roles" / role / "tasks" / "set_vars.yml").exists()
     facts = ROOT / "roles" / "gpu_node_facts" / "vars"
     names = {
-        path.name: {key for key in yaml.safe_load(path.read_text()) if key.startswith(f"__{role}_")}
+        path.name: set(platform_names(role, yaml.safe_load(path.read_text())))
         for path in facts.glob("*.yml")
         if path.name != "main.yml"
     }
     if role == "nvidia_container_toolkit":  # each package manager has its own files; every platform names its manager
-        assert all(f"__{role}_package_manager" in found for found in names.values()), names
+        assert all("__gpu_node_facts_toolkit_package_manager" in found for found in names.values()), names
     else:
         assert names["default.yml"] and all(found == names["default.yml"] for found in names.values()), names
 

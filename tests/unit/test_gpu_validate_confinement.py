@@ -49,7 +49,7 @@ PLAY = """
       vars:
         __gpu_validate_families: [confinement]
         # the Debian platform data (gpu_node_facts' vars/Debian.yml), which the dependency loads in a run of the role
-        __gpu_validate_package_version_argv: [dpkg-query, --show, "--showformat=${{Version}}"]
+        __gpu_node_facts_validate_package_version_argv: [dpkg-query, --show, "--showformat=${{Version}}"]
         __gpu_node_facts_apparmor_os: true
         __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         __gpu_validate_apparmor_profiles_file: "{tmp}/apparmor-profiles"
@@ -153,7 +153,7 @@ ISOLATION_PLAY = """
         tasks_from: checks.yml
       vars:
         __gpu_validate_families: [isolation]
-        __gpu_validate_package_version_argv: []
+        __gpu_node_facts_validate_package_version_argv: []
         __gpu_node_facts_apparmor_os: true
         __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         gpu_validate_test_image: gpunode-test/busybox:latest
@@ -251,7 +251,7 @@ CONTAINERD_PLAY = """
         tasks_from: checks.yml
       vars:
         __gpu_validate_families: [containerd, isolation]
-        __gpu_validate_package_version_argv: []
+        __gpu_node_facts_validate_package_version_argv: []
         __gpu_node_facts_apparmor_os: true
         __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         gpu_validate_containerd_test_image: docker.io/library/busybox:latest

@@ -148,7 +148,7 @@ PLAYBOOK = """
         tasks_from: "{{ step[0] }}"
       vars:
         __gpu_validate_families: "{{ step[1] }}"
-        __gpu_validate_package_version_argv: [dpkg-query, --show, "--showformat=${Version}"]
+        __gpu_node_facts_validate_package_version_argv: [dpkg-query, --show, "--showformat=${Version}"]
         __gpu_node_facts_apparmor_os: true
         __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
         __gpu_validate_apparmor_dir: "{{ tmp }}/apparmor.d"

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import ROOT, platform_file, render_role_value
+from conftest import ROOT, platform_file, platform_names, render_role_value
 
 ROLE = ROOT / "roles" / "kubelet"
 
 
 def _platform_data(distribution: str, version: str, family: str, role: str = "kubelet") -> dict:
     data = yaml.safe_load(platform_file(role, distribution, version, family).read_text())
-    return {key: value for key, value in data.items() if key.startswith(f"__{role}_")}
+    return platform_names(role, data)
 
 
 @pytest.mark.parametrize(
@@ -28,7 +28,7 @@ def _platform_data(distribution: str, version: str, family: str, role: str = "ku
 )
 def test_each_platform_gets_its_env_file_and_getsubids_package(distribution, version, family, env_file, package):
     data = _platform_data(distribution, version, family)
-    assert data == {"__kubelet_getsubids_package": package}
+    assert data == {"__gpu_node_facts_kubelet_getsubids_package": package}
     # the env file default is shared with the doctor: gpu_node_facts' platform data
     data.update(_platform_data(distribution, version, family, "gpu_node_facts"))
     assert data["__gpu_node_facts_kubelet_env_file_default"] == env_file

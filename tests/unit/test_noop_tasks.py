@@ -62,7 +62,7 @@ ROLE_BUDGETS = {
 NOOP_ROLE_INCLUDES = {"runtime_config", "gpu_validate"}
 # The templated include file names on the benchmark's platform (Debian 12, apt).
 TEMPLATED_INCLUDES = {
-    "packages_{{ __nvidia_container_toolkit_package_manager }}.yml": "packages_apt.yml",
+    "packages_{{ __gpu_node_facts_toolkit_package_manager }}.yml": "packages_apt.yml",
     "repository_{{ __nvidia_driver_family }}.yml": "repository_debian.yml",
     "packages_{{ __nvidia_driver_pkg_mgr }}.yml": "packages_apt.yml",
 }

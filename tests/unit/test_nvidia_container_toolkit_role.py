@@ -152,7 +152,7 @@ def test_every_internal_variable_a_family_uses_is_defined(family, manager):
     used = set()
     for path in [*files, *templates]:
         text = path.read_text()
-        used.update(re.findall(rf"\b{PREFIX}[a-z0-9_]+", text))
+        used.update(re.findall(rf"\b(?:{PREFIX}|__gpu_node_facts_toolkit_)[a-z0-9_]+", text))
         if path.suffix == ".yml":
             _defined_in_tasks(yaml.safe_load(text), defined)
     assert sorted(used - defined) == []
@@ -195,8 +195,9 @@ def test_each_platform_loads_its_data_and_an_unsupported_one_the_default(node, p
 
     assert platform_file(ROLE.name, *node).name == f"{platform}.yml"
     data = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / f"{platform}.yml").read_text())
-    data = {key: value for key, value in data.items() if key.startswith(PREFIX)}
-    assert data == {f"{PREFIX}{key}": value for key, value in PLATFORM_DATA[platform].items()}
+    prefix = "__gpu_node_facts_toolkit_"
+    data = {key: value for key, value in data.items() if key.startswith(prefix)}
+    assert data == {f"{prefix}{key}": value for key, value in PLATFORM_DATA[platform].items()}
 
 
 def test_the_role_loads_no_platform_data_itself_and_nothing_picks_a_platform():
@@ -221,8 +222,8 @@ def _node_read_script(keyring: Path, source: Path, fingerprint: str) -> str:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["quote"] = lambda value: shlex.quote(str(value))
     return env.from_string(task["ansible.builtin.shell"]["cmd"]).render(
-        __nvidia_container_toolkit_keyring=str(keyring),
-        __nvidia_container_toolkit_apt_source=str(source),
+        __gpu_node_facts_toolkit_keyring=str(keyring),
+        __gpu_node_facts_toolkit_apt_source=str(source),
         __nvidia_container_toolkit_fingerprint=fingerprint,
         __nvidia_container_toolkit_packages=["gpunode-test-no-such-package"],
     )

@@ -1,12 +1,13 @@
-"""The platform data of gpu_validate and security_profiles (issue 40): loaded with the one mechanism (tasks/set_vars.yml,
-the first found of gpu_node_facts' __gpu_node_facts_platform_files), once per play by gpu_node_facts, whose
-vars/<platform>.yml holds the data of every role on site.yml's no-op path (issue 47); each platform gets its values."""
+"""The platform data of gpu_validate and security_profiles (issue 40): loaded with the one mechanism
+(tasks/set_vars.yml, the first found of gpu_node_facts' __gpu_node_facts_platform_files), once per play by
+gpu_node_facts, whose vars/<platform>.yml holds the data of every role on site.yml's no-op path (issue 47); each
+platform gets its values."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import ROOT, platform_file
+from conftest import ROOT, platform_file, platform_names
 
 SET_VARS = [
     {
@@ -33,7 +34,7 @@ def platform_data(role: str, platform: str) -> dict:
     """The values of ``role`` that gpu_node_facts' tasks/set_vars.yml loads on ``platform``: the first of the names
     that exists, its keys of that role."""
     data = yaml.safe_load(platform_file(role, *PLATFORMS[platform]).read_text())
-    return {key: value for key, value in data.items() if key.startswith(f"__{role}_")}
+    return platform_names(role, data)
 
 
 @pytest.mark.parametrize("role", ["gpu_validate", "security_profiles", "gpu_node_facts"])
@@ -41,7 +42,7 @@ def test_the_role_loads_its_platform_data_the_one_way(role):
     assert yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "tasks" / "set_vars.yml").read_text()) == SET_VARS
     # every platform file sets the same names of the role, so no value of another platform is left over
     keys = {
-        p.name: {key for key in yaml.safe_load(p.read_text()) if key.startswith(f"__{role}_")}
+        p.name: set(platform_names(role, yaml.safe_load(p.read_text())))
         for p in (ROOT / "roles" / "gpu_node_facts" / "vars").glob("*.yml")
     }
     keys.pop("main.yml")
@@ -53,15 +54,20 @@ def test_the_doctor_reads_packages_apparmor_and_the_kubelet_env_file_of_the_plat
     data = platform_data("gpu_validate", platform)
     if platform in DEBIAN_FAMILY:
         assert data == {
-            "__gpu_validate_package_version_argv": ["dpkg-query", "--show", "--showformat=${Version}"],
+            "__gpu_node_facts_validate_package_version_argv": ["dpkg-query", "--show", "--showformat=${Version}"],
         }
     elif platform in REDHAT_FAMILY:
         assert data == {
-            "__gpu_validate_package_version_argv": ["rpm", "--query", "--queryformat", "%{VERSION}-%{RELEASE}"],
+            "__gpu_node_facts_validate_package_version_argv": [
+                "rpm",
+                "--query",
+                "--queryformat",
+                "%{VERSION}-%{RELEASE}",
+            ],
         }
     else:
         assert data == {
-            "__gpu_validate_package_version_argv": [],
+            "__gpu_node_facts_validate_package_version_argv": [],
         }
 
 
@@ -70,13 +76,15 @@ def test_security_profiles_installs_apparmor_only_where_it_confines_containers(p
     data = platform_data("security_profiles", platform)
     if platform in DEBIAN_FAMILY:
         assert data == {
-            "__security_profiles_apparmor_packages": ["apparmor"],
-            "__security_profiles_apparmor_parser": "/sbin/apparmor_parser",
-            "__security_profiles_apparmor_service": "apparmor",
-            "__security_profiles_apparmor_service_link": "/etc/systemd/system/sysinit.target.wants/apparmor.service",
+            "__gpu_node_facts_security_apparmor_packages": ["apparmor"],
+            "__gpu_node_facts_security_apparmor_parser": "/sbin/apparmor_parser",
+            "__gpu_node_facts_security_apparmor_service": "apparmor",
+            "__gpu_node_facts_security_apparmor_service_link": (
+                "/etc/systemd/system/sysinit.target.wants/apparmor.service"
+            ),
         }
     else:
-        assert data["__security_profiles_apparmor_packages"] == []
+        assert data["__gpu_node_facts_security_apparmor_packages"] == []
 
 
 @pytest.mark.parametrize("platform", PLATFORMS)

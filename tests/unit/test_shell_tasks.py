@@ -84,7 +84,7 @@ PLAY = """
       vars:
         __gpu_validate_families: [containerd]
         # the Debian platform data (gpu_node_facts' vars/Debian.yml), which the dependency loads in a run of the role
-        __gpu_validate_package_version_argv: [dpkg-query, --show, "--showformat=${{Version}}"]
+        __gpu_node_facts_validate_package_version_argv: [dpkg-query, --show, "--showformat=${{Version}}"]
         __gpu_node_facts_apparmor_os: true
         __gpu_node_facts_kubelet_env_file_default: /etc/default/kubelet
     - name: Write the result

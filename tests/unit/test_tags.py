@@ -67,7 +67,9 @@ _TASK_LINE = re.compile(r"^\s{6}(?:(?P<role>[A-Za-z0-9_]+) : )?(?P<name>.+?)\tTA
 
 
 @functools.cache
-def _list_tasks(args: tuple[str, ...], playbook: str = "site.yml") -> tuple[tuple[str | None, str, frozenset[str]], ...]:
+def _list_tasks(
+    args: tuple[str, ...], playbook: str = "site.yml"
+) -> tuple[tuple[str | None, str, frozenset[str]], ...]:
     result = subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", "inventories/example", playbook, "--list-tasks", *args],
         cwd=ROOT,
