@@ -47,7 +47,7 @@ ansible-playbook -i inventories/local/hosts.yml site.yml "$@" || rc=$?
 echo
 echo "================================================================================"
 if table=$(docker exec "$NODE" cat "$REPORT_DIR/validate.txt" 2>/dev/null); then
-  echo "The doctor's checks of $NODE (playbooks/validate.yml, the last step of site.yml):"
+  echo "The doctor's checks of $NODE (gpu_validate, the last step of site.yml; alone: playbooks/validate.yml):"
   echo
   echo "$table"
 else
