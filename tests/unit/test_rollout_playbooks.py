@@ -95,8 +95,17 @@ def rollout_play(tmp: Path, playbook: str, change_prefix: list | None = None, co
         },
         "when": "rollout_standin_not_container | default(false)",
     }
+    # the device plugin gpu_node_facts would read on the node (its strategies), where a test names one
+    standin_plugin = {
+        "name": "TEST STAND-IN the node's device plugin",
+        "ansible.builtin.set_fact": {
+            "ansible_facts": "{{ ansible_facts | combine({'gpu_node': {'device_plugin': "
+            "rollout_standin_device_plugin[inventory_hostname]}}, recursive=true) }}"
+        },
+        "when": "inventory_hostname in rollout_standin_device_plugin | default({})",
+    }
     roles = [t for t in play["tasks"] if "ansible.builtin.include_role" in t]
-    tasks = [standin_kernel, *roles, standin_host, include]
+    tasks = [standin_kernel, *roles, standin_host, standin_plugin, include]
     path = tmp / f"test_{playbook}"
     test = {**play, "gather_subset": ["min"], "vars_files": [str(SHARED)], "tasks": tasks}
     path.write_text(yaml.safe_dump([test], sort_keys=False))
@@ -533,6 +542,148 @@ def test_the_pods_a_drain_would_evict():
     assert rollout.gpu_rollout_plan("n1", "h1", True, "x", "h1", False, "cp", pods=pods).startswith(
         "h1 (node n1), batch h1: cordon, drain (3 pods run there: default/a, default/f, x/e), x,"
     )
+
+
+# ---- migrate_gpu_isolation.yml ---------------------------------------------------------------------------------
+
+ISOLATE = {"migrate_gpu_isolation_step": "isolate"}
+PLUGIN_CDI = {"present": True, "running": True, "strategies": ["cdi-cri"], "source": "flag"}
+PLUGIN_ENVVAR = {"present": True, "running": True, "strategies": ["envvar"], "source": "default"}
+REFUSE = "Refuse a node whose device plugin uses the env var"
+
+
+def plugins(**strategies):
+    """The stand-in device plugin of each node: on cdi-cri unless named here."""
+    return {
+        "rollout_standin_device_plugin": {name: strategies.get(name.replace("-", "_"), PLUGIN_CDI) for name in NODES}
+    }
+
+
+def test_migrate_isolate_refuses_the_node_whose_device_plugin_is_on_envvar_before_its_drain(tmp_path):
+    rollout_play(tmp_path, "migrate_gpu_isolation.yml")
+    result, state = run(tmp_path, "migrate_gpu_isolation.yml", cluster(), **ISOLATE, **plugins(node_3=PLUGIN_ENVVAR))
+    assert result.returncode == 2, result.stdout[-4000:]
+    out = flat(result.stdout)
+    # the canary and the next batch are isolated; node-3 is refused before its cordon, keeps its pods, is annotated
+    assert changed(tmp_path) == ["node-1", "node-2"]
+    for name in ("node-1", "node-2"):
+        assert calls_for(state, name) == ["get node", "cordon", "drain", "get node", "uncordon"]
+    assert calls_for(state, "node-3") == ["get node", "annotate node"]
+    assert not any(n["unschedulable"] for n in state["nodes"].values())
+    assert "node-3: the device plugin still runs with device-list-strategy envvar. Move it to cdi-cri first" in out
+    assert "The node was not drained and keeps its pods." in out
+    stop = json.loads(state["nodes"]["node-3"]["annotations"][ANNOTATION])
+    assert stop["rollout"] == "migrate_gpu_isolation" and stop["step"] == REFUSE and stop["cordoned"] is False
+    fleet = json.loads((tmp_path / "gpu-fleet-report.json").read_text())
+    (stopped,) = [n for n in fleet["nodes"] if n["host"] == "node-3"]
+    assert "device-list-strategy envvar" in stopped["cells"]["rollout: migrate_gpu_isolation"]["detail"]
+
+    # the plugin moved on node-3: the next run says where the last one stopped and isolates it
+    result, state = run(tmp_path, "migrate_gpu_isolation.yml", None, "--limit", "node-3", **ISOLATE, **plugins())
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert f"Resuming: the last rollout stopped on node node-3 at step {REFUSE}" in flat(result.stdout)
+    assert calls_for(state, "node-3") == ["get node", "cordon", "drain", "get node", "uncordon", "annotate node"]
+    assert changed(tmp_path) == NODES and not state["nodes"]["node-3"].get("annotations")
+
+
+def test_migrate_check_mode_prints_the_isolation_plan_and_changes_nothing(tmp_path):
+    rollout_play(tmp_path, "migrate_gpu_isolation.yml")
+    result, state = run(tmp_path, "migrate_gpu_isolation.yml", cluster(), "--check", **ISOLATE, **plugins())
+    assert result.returncode == 0, result.stdout[-4000:]
+    out = flat(result.stdout)
+    for name in NODES:
+        assert (
+            f"PLAN (check mode: nothing changes): {name} (node {name}), batch {name}: cordon, drain, step isolate: "
+            "runc the default runtime, NVIDIA_VISIBLE_DEVICES ignored from unprivileged containers (runtime "
+            "restart), wait until Ready with its GPUs allocatable, uncordon." in out
+        )
+        assert calls_for(state, name) == ["get node"]
+    assert changed(tmp_path) == [] and not any(n["unschedulable"] for n in state["nodes"].values())
+
+
+def test_migrate_a_failed_isolation_stops_cordoned_and_annotated_and_the_next_run_resumes(tmp_path):
+    rollout_play(tmp_path, "migrate_gpu_isolation.yml")
+    reason = "TEST STAND-IN containerd did not come back after its restart: rolled back"
+    extra = {**ISOLATE, **plugins()}
+    first, state = run(
+        tmp_path,
+        "migrate_gpu_isolation.yml",
+        cluster(),
+        rollout_standin_fail_on=["node-2"],
+        rollout_standin_reason=reason,
+        **extra,
+    )
+    assert first.returncode == 2, first.stdout[-4000:]
+    assert changed(tmp_path) == ["node-1"]
+    assert calls_for(state, "node-2") == ["get node", "cordon", "drain", "cordon", "annotate node"]
+    assert calls_for(state, "node-3") == []
+    assert state["nodes"]["node-2"]["unschedulable"] is True
+    stop = json.loads(state["nodes"]["node-2"]["annotations"][ANNOTATION])
+    assert stop == {
+        "rollout": "migrate_gpu_isolation",
+        "step": "Fail the stand-in change where the test asks for it",
+        "reason": reason,
+        "cordoned": True,
+    }
+    assert "The migrate_gpu_isolation rollout stopped on node-2 (node node-2)" in flat(first.stdout)
+
+    # the second run resumes on node-2 (cordoned since: drained, changed, uncordoned, the stop forgotten) and goes on;
+    # the isolate step has no "already isolated" check, so node-1 runs again (cordon, drain, the change)
+    second, state = run(tmp_path, "migrate_gpu_isolation.yml", None, **extra)
+    assert second.returncode == 0, second.stdout[-4000:]
+    assert "Resuming: the last rollout stopped on node node-2 at step Fail the stand-in change" in flat(second.stdout)
+    assert calls_for(state, "node-2") == ["get node", "drain", "get node", "uncordon", "annotate node"]
+    assert calls_for(state, "node-3") == ["get node", "cordon", "drain", "get node", "uncordon"]
+    assert all(not n["unschedulable"] and not n.get("annotations") for n in state["nodes"].values())
+
+
+def test_migrate_prepare_drains_only_the_nodes_where_pods_run(tmp_path):
+    rollout_play(tmp_path, "migrate_gpu_isolation.yml")
+    # prepare does not look at the device plugin: node-3 on envvar is prepared too
+    extra = {"migrate_gpu_isolation_step": "prepare", **plugins(node_3=PLUGIN_ENVVAR)}
+    result, state = run(tmp_path, "migrate_gpu_isolation.yml", node_pods(cluster()), "--check", **extra)
+    assert result.returncode == 0, result.stdout[-4000:]
+    out = flat(result.stdout)
+    plan = "PLAN (check mode: nothing changes): {0} (node {0}), batch {0}: "
+    assert plan.format("node-1") + "cordon, drain (1 pod run there: ml/train-0), step prepare: the container" in out
+    assert plan.format("node-2") + "cordon, no drain (no pod runs there but DaemonSet, mirror and finished" in out
+    assert all(calls_for(state, name) == ["get node", "get pods"] for name in NODES) and changed(tmp_path) == []
+
+    result, state = run(tmp_path, "migrate_gpu_isolation.yml", None, **extra)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert calls_for(state, "node-1") == ["get node", "get pods", "cordon", "drain", "get node", "uncordon"]
+    assert calls_for(state, "node-2") == ["get node", "get pods", "cordon", "get node", "uncordon"]
+    assert calls_for(state, "node-3") == ["get node", "get pods", "cordon", "drain", "get node", "uncordon"]
+    assert changed(tmp_path) == NODES and not any(n["unschedulable"] for n in state["nodes"].values())
+
+
+def test_migrate_without_the_control_plane_stops_before_any_change(tmp_path):
+    rollout_play(tmp_path, "migrate_gpu_isolation.yml", control_plane=False)
+    result, state = run(tmp_path, "migrate_gpu_isolation.yml", cluster(), **ISOLATE, **plugins())
+    assert result.returncode == 2
+    out = flat(result.stdout)
+    assert "no host of group kube_control_plane" in out and "set migrate_gpu_isolation_drain=false" in out
+    assert state["calls"] == [] and changed(tmp_path) == []
+    # nodes outside any cluster: changed in place, no kubectl; the refusal still holds before the change
+    result, state = run(
+        tmp_path,
+        "migrate_gpu_isolation.yml",
+        cluster(),
+        **ISOLATE,
+        **plugins(node_2=PLUGIN_ENVVAR),
+        migrate_gpu_isolation_drain=False,
+    )
+    assert result.returncode == 2
+    assert state["calls"] == [] and changed(tmp_path) == ["node-1"]
+    assert "node-2: the device plugin still runs with device-list-strategy envvar" in flat(result.stdout)
+
+
+def test_migrate_without_its_step_is_refused(tmp_path):
+    rollout_play(tmp_path, "migrate_gpu_isolation.yml")
+    result, state = run(tmp_path, "migrate_gpu_isolation.yml", cluster(), migrate_gpu_isolation_step="isolated")
+    assert result.returncode == 2
+    assert 'migrate_gpu_isolation_step is "isolated": give -e migrate_gpu_isolation_step=prepare' in flat(result.stdout)
+    assert state["calls"] == [] and changed(tmp_path) == []
 
 
 # ---- the filters ------------------------------------------------------------------------------------------------

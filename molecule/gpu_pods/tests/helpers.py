@@ -50,7 +50,9 @@ def site(host, extra_vars: dict | None = None, *args: str):
 
 
 def migrate(host, step: str):
-    return run_playbook(host, MIGRATE, {"migrate_gpu_isolation_step": step})
+    """playbooks/migrate_gpu_isolation.yml on the node, which is in no cluster (the scenario has no
+    kube_control_plane host): migrate_gpu_isolation_drain=false, or the rollout stops before any change."""
+    return run_playbook(host, MIGRATE, {"migrate_gpu_isolation_step": step, "migrate_gpu_isolation_drain": False})
 
 
 def rows(host) -> dict:

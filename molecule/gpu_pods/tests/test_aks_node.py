@@ -54,10 +54,11 @@ def test_without_keep_semantics_the_run_is_refused_naming_entries_and_binaries_a
 def test_the_migration_refuses_to_isolate_while_the_plugin_is_on_envvar(host):
     before = digest(host)
     result = migrate(host, "isolate")
+    out = said(result)
     assert result.returncode != 0
-    assert "gp-aks: the device plugin still runs with device-list-strategy envvar" in result.stdout, result.stdout[
-        -4000:
-    ]
+    # refused before any change by the rollout's preflight, and the rollout stops there
+    assert "gp-aks: the device plugin still runs with device-list-strategy envvar" in out, out[-4000:]
+    assert "The migrate_gpu_isolation rollout stopped on gp-aks" in out, out[-4000:]
     assert digest(host) == before
 
 
@@ -65,7 +66,11 @@ def test_the_migration_after_the_plugin_moved_isolates_keeps_systemd_cgroup_and_
     set_strategy(host, "cdi-cri")
     result = migrate(host, "isolate")
     assert result.returncode == 0, result.stdout[-6000:]
-    assert "is not drained" in result.stdout  # no kube_control_plane group in the scenario
+    # no cluster (migrate_gpu_isolation_drain=false): changed in place, no cordon, drain or wait, then the doctor
+    assert (
+        "batch gp-aks: step isolate: runc the default runtime, NVIDIA_VISIBLE_DEVICES "
+        "ignored from unprivileged containers (runtime restart), the doctor." in said(result)
+    ), result.stdout[-6000:]
     runtimes, default = containerd_runtimes(host)
     assert default == "runc"
     assert runtimes["runc"]["options"]["SystemdCgroup"] is True
