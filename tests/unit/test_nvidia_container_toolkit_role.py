@@ -17,21 +17,17 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
-RUNTIME_TASKS = [
+# --list-tasks does not expand includes: the read (variables, packages, config.toml, CDI), the one include of the
+# changes (tasks/apply.yml) or the reports (tasks/report.yml), the runtime registration. --tags runtime lists the same
+# tasks; of what the include runs, only the report of what the role leaves out carries the runtime tag
+# (test_runtime_reaches_only_the_left_out_report_in_the_included_files).
+ALL_TASKS = [
     "nvidia_container_toolkit : Load the platform data",
-    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables",
-    "nvidia_container_toolkit : Report what the role leaves out on this node",
+    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables and read the node",
+    "nvidia_container_toolkit : Install, configure and report the toolkit where the read says so",
     "Register the nvidia runtime in the container runtimes",
 ]
-ALL_TASKS = [
-    *RUNTIME_TASKS[:3],
-    "nvidia_container_toolkit : Install the toolkit packages",
-    "nvidia_container_toolkit : Merge the toolkit settings into its config.toml",
-    "nvidia_container_toolkit : Read the CDI spec and its refresh units against what they should be",
-    # one include: the apply and the report (tasks/cdi_finish.yml), or the report alone (tasks/cdi_report.yml)
-    "nvidia_container_toolkit : Put the CDI spec in place, or say who writes it",
-    *RUNTIME_TASKS[3:],
-]
+RUNTIME_TASKS = ALL_TASKS
 
 
 def list_tasks(tmp_path: Path, *options: str) -> list[tuple[str, str]]:
@@ -89,17 +85,51 @@ def _main_tasks() -> list[dict]:
     return tasks
 
 
-def test_only_preflight_and_registration_carry_the_runtime_tag():
-    tagged = {task["name"]: task["tags"] for task in _main_tasks()}
-    assert [name for name, tags in tagged.items() if "runtime" in tags] == [
-        "Load the platform data of the node",
-        "Decide whether this node gets the toolkit, and check the settings",
-        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[3:]],
-    ]
+def test_every_task_of_main_carries_both_tags_and_the_include_applies_only_toolkit():
+    assert [task["tags"] for task in _main_tasks()] == [["toolkit", "runtime"]] * 4
     for task in _main_tasks():
-        if "ansible.builtin.include_tasks" in task or "ansible.builtin.include_role" in task:
-            include = task.get("ansible.builtin.include_tasks") or task["ansible.builtin.include_role"]
-            assert include["apply"]["tags"] == task["tags"], task["name"]
+        if "ansible.builtin.include_tasks" in task:  # the changes and reports: runtime reaches only the report
+            assert task["ansible.builtin.include_tasks"]["apply"]["tags"] == ["toolkit"], task["name"]
+        if "ansible.builtin.include_role" in task:
+            assert task["ansible.builtin.include_role"]["apply"]["tags"] == task["tags"], task["name"]
+
+
+def _included_tasks(name: str, seen: set[str] | None = None) -> list[dict]:
+    """The tasks of a task file and of every file it includes or imports (blocks opened)."""
+    seen = set() if seen is None else seen
+    seen.add(name)
+    tasks = []
+    pending = list(yaml.safe_load((ROLE / "tasks" / name).read_text()))
+    while pending:
+        task = pending.pop(0)
+        pending[:0] = [*task.get("block", []), *task.get("always", [])]
+        if "block" in task:
+            continue
+        tasks.append(task)
+        include = task.get("ansible.builtin.include_tasks") or task.get("ansible.builtin.import_tasks")
+        file = include.get("file") if isinstance(include, dict) else include
+        files = []
+        if file and "__nvidia_container_toolkit_package_manager" in file:
+            files = ["packages_apt.yml", "packages_dnf.yml"]
+        elif file and "__nvidia_container_toolkit_apt_step" in file:
+            files = ["repository_apt.yml", "install_apt.yml"]
+        elif file:
+            files = re.findall(r"[a-z_]+\.yml", file)
+        for found in files:
+            if found not in seen:
+                tasks += _included_tasks(found, seen)
+    return tasks
+
+
+@pytest.mark.parametrize("name", ["apply.yml", "report.yml"])
+def test_runtime_reaches_only_the_left_out_report_in_the_included_files(name):
+    """--tags runtime runs the include of tasks/main.yml (it applies only toolkit): of its tasks, only the report of
+    what the role leaves out carries runtime; neither the repository nor the packages nor the CDI spec."""
+    tasks = _included_tasks(name)
+    assert len(tasks) > (10 if name == "apply.yml" else 0)
+    tagged = [task["name"] for task in tasks if "runtime" in task.get("tags", [])]
+    assert tagged == [next(t["name"] for t in tasks if "ansible.builtin.debug" in t)]
+    assert "leaves out" in tagged[0]
 
 
 def test_main_dispatches_with_import_tasks_where_the_file_name_is_fixed():
@@ -132,7 +162,7 @@ def _defined_in_tasks(node, found: set[str]) -> None:
 
 
 def _task_files(manager: str) -> list[Path]:
-    common = ["main", "set_vars", "preflight", "key", "version", "cdi", "cdi_apply"]
+    common = ["main", "set_vars", "apply", "report", "key", "version", "cdi", "cdi_finish", "cdi_report", "cdi_apply"]
     own = [f"repository_{manager}", f"packages_{manager}", *(["install_apt"] if manager == "apt" else [])]
     return [ROLE / "tasks" / f"{name}.yml" for name in [*common, *own]]
 
@@ -215,7 +245,7 @@ def test_set_vars_holds_the_one_platform_task_and_nothing_else_picks_a_platform(
         assert not re.search(r"\}\[ansible_facts\.(os_family|distribution)", text), path
 
 
-# --- the node read that lets a re-run skip the repository chain (tasks/packages_apt.yml) ------------
+# --- the node read that lets a re-run skip the repository chain (vars/main.yml, the apt read of tasks/main.yml) ----
 
 
 def _node_read_script(keyring: Path, source: Path, fingerprint: str) -> str:
@@ -223,11 +253,11 @@ def _node_read_script(keyring: Path, source: Path, fingerprint: str) -> str:
 
     import jinja2
 
-    (block,) = yaml.safe_load((ROLE / "tasks" / "packages_apt.yml").read_text())  # the apt values are its vars
-    task = next(t for t in block["block"] if t.get("name", "").startswith("Read the trusted key"))
+    read = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__nvidia_container_toolkit_apt_read"]
+    assert read["module"] == "ansible.legacy.command" and read["args"]["argv"][:2] == ["/bin/bash", "-c"]
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["quote"] = lambda value: shlex.quote(str(value))
-    return env.from_string(task["ansible.builtin.shell"]["cmd"]).render(
+    return env.from_string(read["args"]["argv"][2]).render(
         __nvidia_container_toolkit_keyring=str(keyring),
         __nvidia_container_toolkit_apt_source=str(source),
         __nvidia_container_toolkit_fingerprint=fingerprint,
