@@ -440,3 +440,171 @@ def test_the_driver_upgrade_regenerates_the_cdi_spec_after_the_reboot_and_before
     (block,) = [t for t in yaml.safe_load((ROOT / "playbooks" / "tasks" / "rollout.yml").read_text()) if "block" in t]
     names = [t["name"] for t in block["block"]]
     assert names.index("Make the change") < names.index("Validate the node after the change")
+
+
+# ---- the one read decides the path (tasks/main.yml, vars/main.yml) ---------------------------------------------------
+# The read's results as role_read registers them (reads: the apt read, the config.toml probe, the CDI read), and what
+# the include of tasks/main.yml and the tasks of tasks/apply.yml make of them. Each drift a user can make by hand shows
+# as a change that the next run repairs: a config.toml key edited (the probe), the apt source or keyring removed (the
+# apt read), another installed version (the apt read), the CDI spec changed (the CDI read).
+
+PIN = "1.17.8-1"
+SKIPPED = {"skipped": True, "changed": False}
+SETTLED_CDI = {
+    "stdout_lines": ["/tmp/x.nvidia-cdi", "settled", "nvidia-cdi-refresh.path", "nvidia-cdi-refresh.service"]
+}
+
+
+def _apt(trusted: str = "trusted", version: str = PIN) -> dict:
+    names = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__nvidia_container_toolkit_packages"]
+    return {"stdout_lines": [trusted, *[f"{name} {version} hold" for name in names]]}
+
+
+def _probe(changed: bool) -> dict:
+    return {"changed": changed, "results": [{"changed": changed, "item": {"path": "/etc/x.toml"}}]}
+
+
+def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("containerd",)) -> dict:
+    """What tasks/main.yml and tasks/apply.yml make of the read: the file the include runs (None: skipped), and the
+    tasks of apply.yml that run."""
+    templar, trust = _templar(
+        nvidia_container_toolkit_force=True,
+        nvidia_container_toolkit_version=PIN,
+        __nvidia_container_toolkit_package_manager=manager,
+        ansible_run_tags=list(tags),
+        inventory_hostname="gpu-1",
+        ansible_facts={"gpu_node": {"driver": {"loaded": driver_loaded}, "runtimes_installed": list(runtimes)}},
+        __nvidia_container_toolkit_node={"reads": list(reads)},
+    )
+
+    def holds(condition) -> bool:
+        conditions = condition if isinstance(condition, list) else [condition]
+        return all(templar.template(trust("{{ (" + c + ") | bool }}")) for c in conditions)
+
+    main = next(
+        t for t in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()) if "when" in t and "file" in str(t)
+    )
+    if not holds(main["when"]):
+        return {"file": None, "runs": []}
+    file = templar.template(trust(main["ansible.builtin.include_tasks"]["file"]))
+    if file == "report.yml":
+        return {
+            "file": file,
+            "runs": [],
+            "reports": templar.template(trust("{{ __nvidia_container_toolkit_reports }}")),
+        }
+    (block,) = [t for t in yaml.safe_load((ROLE / "tasks" / "apply.yml").read_text()) if "block" in t]
+    runs = [task["name"] for task in block["block"] if holds(task["when"])]
+    return {"file": file, "runs": runs}
+
+
+def _reads_skipped(**extra) -> list:
+    """Which reads of tasks/main.yml's role_read are skipped (True) on a node the toolkit applies to."""
+    from conftest import render_role_value
+
+    variables = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
+        "nvidia_container_toolkit_force": True,
+        "ansible_run_tags": ["all"],
+        "__nvidia_container_toolkit_package_manager": "apt",
+        "__nvidia_container_toolkit_keyring": "/k.gpg",
+        "__nvidia_container_toolkit_apt_source": "/s.list",
+        "__gpu_node_facts_toolkit_config": "/etc/nvidia-container-runtime/config.toml",
+        "__gpu_node_facts_runtime_binary": "/usr/bin/nvidia-container-runtime",
+        "inventory_hostname": "gpu-1",
+        "ansible_managed": "managed",
+        "ansible_facts": {"gpu_node": {"driver": {"loaded": True}}},
+        **extra,
+    }
+    reads = render_role_value("{{ __nvidia_container_toolkit_reads }}", variables)
+    return [read.get("skip") for read in reads]
+
+
+MERGE = "Merge the toolkit settings into its config.toml"
+PACKAGES = "Install the toolkit packages"
+CDI_AGAIN = "Read the CDI spec again after the packages, and put it in place"
+CDI = "Put the CDI spec in place, or say who writes it"
+
+
+def test_a_node_where_all_is_in_place_skips_the_include():
+    assert _decide([_apt(), _probe(False), SETTLED_CDI]) == {"file": None, "runs": []}
+
+
+@pytest.mark.parametrize(
+    ("drift", "reads", "runs"),
+    [
+        ("a config.toml key edited by hand", [_apt(), _probe(True), SETTLED_CDI], [MERGE, CDI_AGAIN]),
+        ("the apt source or keyring removed", [_apt("untrusted"), _probe(False), SETTLED_CDI], [PACKAGES]),
+        ("another version installed", [_apt(version="1.18.0-1"), _probe(False), SETTLED_CDI],
+         [PACKAGES, MERGE, CDI_AGAIN]),
+        ("nothing installed yet", [{"stdout_lines": ["untrusted"]}, _probe(True), {"stdout_lines": []}],
+         [PACKAGES, MERGE, CDI_AGAIN]),
+        ("the CDI spec changed", [_apt(), _probe(False), {"stdout_lines": ["/tmp/x.nvidia-cdi", "spec"]}], [CDI]),
+    ],
+)  # fmt: skip
+def test_each_drift_runs_the_changes_that_repair_it(drift, reads, runs):
+    assert _decide(reads) == {"file": "apply.yml", "runs": runs}, drift
+
+
+def test_the_apt_read_names_the_steps_the_packages_include_takes():
+    templar, trust = _templar(
+        nvidia_container_toolkit_version=PIN,
+        __nvidia_container_toolkit_node={"reads": [_apt("untrusted", "1.18.0-1"), SKIPPED, SKIPPED]},
+    )
+    assert templar.template(trust("{{ __nvidia_container_toolkit_apt_steps }}")) == ["repository_apt", "install_apt"]
+
+
+def test_where_only_a_report_is_due_the_include_runs_the_report_alone():
+    # no driver loaded: the CDI read says who writes the spec; the role leaves the CDI spec out
+    decided = _decide([_apt(), _probe(False), {"stdout_lines": ["-", "settled", "nvidia-cdi-refresh.service"]}],
+                      driver_loaded=False)  # fmt: skip
+    assert decided["file"] == "report.yml"
+    assert [said.split(" ")[:2] for said in decided["reports"]] == [["Not", "generating"], ["No", "NVIDIA"]]
+
+
+def test_tags_runtime_reads_nothing_and_includes_only_the_left_out_report():
+    skipped = [SKIPPED] * 3
+    assert _decide(skipped, tags=("runtime",)) == {"file": None, "runs": []}
+    decided = _decide(skipped, tags=("runtime",), runtimes=())
+    assert decided["file"] == "report.yml"
+    assert [said.startswith("No container runtime to register") for said in decided["reports"]] == [True]
+    assert _reads_skipped(ansible_run_tags=["runtime"]) == [True, True, True]
+    for tags, read in ((["toolkit"], True), (["all"], True), (["tagged"], True), (["runtime"], False)):
+        templar, trust = _templar(
+            ansible_run_tags=tags, nvidia_container_toolkit_force=True, __nvidia_container_toolkit_package_manager="apt"
+        )
+        assert templar.template(trust("{{ __nvidia_container_toolkit_read_apt | bool }}")) is read, tags
+
+
+def test_el_reads_nothing_first_and_runs_its_package_tasks_then_the_merge_and_the_cdi_read():
+    assert _decide([SKIPPED] * 3, manager="dnf") == {"file": "apply.yml", "runs": [PACKAGES, MERGE, CDI_AGAIN]}
+    assert _reads_skipped(__nvidia_container_toolkit_package_manager="dnf") == [True, True, True]
+
+
+def test_the_config_probe_takes_the_merge_tasks_own_arguments():
+    """The probe (role_read, check mode) and the merge task (tasks/apply.yml) take their arguments from the same
+    variables: the config targets (without the label, which only names the loop item) and the file arguments."""
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    probe = variables["__nvidia_container_toolkit_config_probe"]
+    assert probe["action"] == "toml_merge" and probe["check_mode"] is True
+    assert probe["args"] == "{{ __nvidia_container_toolkit_config_file_args }}"
+    assert "__nvidia_container_toolkit_config_targets" in probe["items"]
+    (block,) = [t for t in yaml.safe_load((ROLE / "tasks" / "apply.yml").read_text()) if "block" in t]
+    merge = next(task for task in block["block"] if task["name"] == MERGE)
+    assert merge["loop"] == "{{ __nvidia_container_toolkit_config_targets }}"
+    assert merge["toml_merge"] == {
+        "path": "{{ item.path }}",
+        "settings": "{{ item.settings }}",
+        **{key: f"{{{{ __nvidia_container_toolkit_config_file_args.{key} }}}}" for key in variables[
+            "__nvidia_container_toolkit_config_file_args"]},
+    }  # fmt: skip
+    targets = [
+        {"path": "/a.toml", "settings": {"k": 1}, "label": "a"},
+        {"path": "/b.toml", "settings": {}, "label": "b"},
+    ]
+    templar, trust = _templar(__nvidia_container_toolkit_config_targets=targets)
+    assert templar.template(trust(probe["items"])) == [
+        {"path": "/a.toml", "settings": {"k": 1}},
+        {"path": "/b.toml", "settings": {}},
+    ]
