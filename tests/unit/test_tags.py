@@ -176,7 +176,7 @@ def test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role()
     ]
     assert tagged == [
         ("apply.yml", "Report what the role leaves out on this node"),
-        ("report.yml", "Report what the role leaves out on this node, and who writes the CDI spec"),
+        ("report.yml", "Report what the role leaves out, and who writes the CDI spec"),
     ]
 
 
