@@ -12,12 +12,13 @@ programs in the role's vars and tasks (issue 40). Each message filter returns ""
   merged over them recursively, as Ansible's `combine(recursive=True)` does.
 
 - `nvidia_toolkit_left_out(host, applies, driver_loaded, cdi_generate, register_wanted, runtimes_found)`: what the
-  role leaves out on the node and why, said once before anything changes (tasks/preflight.yml): the whole role on a
-  node without GPU or driver, else the CDI spec where the driver is not loaded, and the runtime registration where
-  no container runtime is found.
+  role leaves out on the node and why, said once before anything changes (tasks/apply.yml, tasks/report.yml): the
+  whole role on a node without GPU or driver, else the CDI spec where the driver is not loaded, and the runtime
+  registration where no container runtime is found.
 - `nvidia_cdi_report(scratch, host, spec_path, refresh, refresh_units)`: who writes the CDI spec where this run
-  does not (tasks/cdi.yml). `scratch` is the node read's first line: "-" where the driver is not loaded, "" where the
-  read printed nothing (nvidia-ctk missing, check mode before the install), else the scratch directory of the spec.
+  does not (tasks/cdi_report.yml, tasks/report.yml). `scratch` is the CDI read's first line: "-" where the driver is
+  not loaded, "" where the read printed nothing or did not run (nvidia-ctk missing, check mode before the install),
+  else the scratch directory of the spec.
 - `nvidia_toolkit_key_problem(fingerprints, url, expected, stderr)`: why the downloaded repository key is refused
   (tasks/key.yml): not a key, several keys, or another key.
 - `nvidia_toolkit_missing_versions(target, missing, available, host)`: why the packages cannot be installed at one

@@ -17,20 +17,16 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
-RUNTIME_TASKS = [
-    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables",
-    "nvidia_container_toolkit : Report what the role leaves out on this node",
+# --list-tasks does not expand includes: the read (variables, packages, config.toml, CDI), the one include of the
+# changes (tasks/apply.yml) or the reports (tasks/report.yml), the runtime registration. --tags runtime lists the same
+# tasks; of what the include runs, only the report of what the role leaves out carries the runtime tag
+# (test_runtime_reaches_only_the_left_out_report_in_the_included_files).
+ALL_TASKS = [
+    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables and read the node",
+    "nvidia_container_toolkit : Install, configure and report the toolkit where the read says so",
     "Register the nvidia runtime in the container runtimes",
 ]
-ALL_TASKS = [
-    *RUNTIME_TASKS[:2],
-    "nvidia_container_toolkit : Install the toolkit packages",
-    "nvidia_container_toolkit : Merge the toolkit settings into its config.toml",
-    "nvidia_container_toolkit : Read the CDI spec and its refresh units against what they should be",
-    # one include: the apply and the report (tasks/cdi_finish.yml), or the report alone (tasks/cdi_report.yml)
-    "nvidia_container_toolkit : Put the CDI spec in place, or say who writes it",
-    *RUNTIME_TASKS[2:],
-]
+RUNTIME_TASKS = ALL_TASKS
 
 
 def list_tasks(tmp_path: Path, *options: str) -> list[tuple[str, str]]:
@@ -88,16 +84,51 @@ def _main_tasks() -> list[dict]:
     return tasks
 
 
-def test_only_preflight_and_registration_carry_the_runtime_tag():
-    tagged = {task["name"]: task["tags"] for task in _main_tasks()}
-    assert [name for name, tags in tagged.items() if "runtime" in tags] == [
-        "Decide whether this node gets the toolkit, and check the settings",
-        *[name.split(" : ")[-1] for name in RUNTIME_TASKS[2:]],
-    ]
+def test_every_task_of_main_carries_both_tags_and_the_include_applies_only_toolkit():
+    assert [task["tags"] for task in _main_tasks()] == [["toolkit", "runtime"]] * 3
     for task in _main_tasks():
-        if "ansible.builtin.include_tasks" in task or "ansible.builtin.include_role" in task:
-            include = task.get("ansible.builtin.include_tasks") or task["ansible.builtin.include_role"]
-            assert include["apply"]["tags"] == task["tags"], task["name"]
+        if "ansible.builtin.include_tasks" in task:  # the changes and reports: runtime reaches only the report
+            assert task["ansible.builtin.include_tasks"]["apply"]["tags"] == ["toolkit"], task["name"]
+        if "ansible.builtin.include_role" in task:
+            assert task["ansible.builtin.include_role"]["apply"]["tags"] == task["tags"], task["name"]
+
+
+def _included_tasks(name: str, seen: set[str] | None = None) -> list[dict]:
+    """The tasks of a task file and of every file it includes or imports (blocks opened)."""
+    seen = set() if seen is None else seen
+    seen.add(name)
+    tasks = []
+    pending = list(yaml.safe_load((ROLE / "tasks" / name).read_text()))
+    while pending:
+        task = pending.pop(0)
+        pending[:0] = [*task.get("block", []), *task.get("always", [])]
+        if "block" in task:
+            continue
+        tasks.append(task)
+        include = task.get("ansible.builtin.include_tasks") or task.get("ansible.builtin.import_tasks")
+        file = include.get("file") if isinstance(include, dict) else include
+        files = []
+        if file and "__gpu_node_facts_toolkit_package_manager" in file:
+            files = ["packages_apt.yml", "packages_dnf.yml"]
+        elif file and "__nvidia_container_toolkit_apt_step" in file:
+            files = ["repository_apt.yml", "install_apt.yml"]
+        elif file:
+            files = re.findall(r"[a-z_]+\.yml", file)
+        for found in files:
+            if found not in seen:
+                tasks += _included_tasks(found, seen)
+    return tasks
+
+
+@pytest.mark.parametrize("name", ["apply.yml", "report.yml"])
+def test_runtime_reaches_only_the_left_out_report_in_the_included_files(name):
+    """--tags runtime runs the include of tasks/main.yml (it applies only toolkit): of its tasks, only the report of
+    what the role leaves out carries runtime; neither the repository nor the packages nor the CDI spec."""
+    tasks = _included_tasks(name)
+    assert len(tasks) > (10 if name == "apply.yml" else 0)
+    tagged = [task["name"] for task in tasks if "runtime" in task.get("tags", [])]
+    assert tagged == [next(t["name"] for t in tasks if "ansible.builtin.debug" in t)]
+    assert "leaves out" in tagged[0]
 
 
 def test_main_dispatches_with_import_tasks_where_the_file_name_is_fixed():
@@ -130,7 +161,7 @@ def _defined_in_tasks(node, found: set[str]) -> None:
 
 
 def _task_files(manager: str) -> list[Path]:
-    common = ["main", "preflight", "key", "version", "cdi", "cdi_apply"]
+    common = ["main", "apply", "report", "key", "version", "cdi", "cdi_finish", "cdi_report", "cdi_apply"]
     own = [f"repository_{manager}", f"packages_{manager}", *(["install_apt"] if manager == "apt" else [])]
     return [ROLE / "tasks" / f"{name}.yml" for name in [*common, *own]]
 
@@ -209,7 +240,7 @@ def test_the_role_loads_no_platform_data_itself_and_nothing_picks_a_platform():
         assert not re.search(r"\}\[ansible_facts\.(os_family|distribution)", text), path
 
 
-# --- the node read that lets a re-run skip the repository chain (tasks/packages_apt.yml) ------------
+# --- the node read that lets a re-run skip the repository chain (vars/main.yml, the apt read of tasks/main.yml) ----
 
 
 def _node_read_script(keyring: Path, source: Path, fingerprint: str) -> str:
@@ -217,11 +248,11 @@ def _node_read_script(keyring: Path, source: Path, fingerprint: str) -> str:
 
     import jinja2
 
-    (block,) = yaml.safe_load((ROLE / "tasks" / "packages_apt.yml").read_text())  # the apt values are its vars
-    task = next(t for t in block["block"] if t.get("name", "").startswith("Read the trusted key"))
+    read = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__nvidia_container_toolkit_apt_read"]
+    assert read["module"] == "ansible.legacy.command" and read["args"]["argv"][:2] == ["/bin/bash", "-c"]
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     env.filters["quote"] = lambda value: shlex.quote(str(value))
-    return env.from_string(task["ansible.builtin.shell"]["cmd"]).render(
+    return env.from_string(read["args"]["argv"][2]).render(
         __gpu_node_facts_toolkit_keyring=str(keyring),
         __gpu_node_facts_toolkit_apt_source=str(source),
         __nvidia_container_toolkit_fingerprint=fingerprint,
@@ -404,3 +435,171 @@ def test_the_driver_upgrade_regenerates_the_cdi_spec_after_the_reboot_and_before
     (block,) = [t for t in yaml.safe_load((ROOT / "playbooks" / "tasks" / "rollout.yml").read_text()) if "block" in t]
     names = [t["name"] for t in block["block"]]
     assert names.index("Make the change") < names.index("Validate the node after the change")
+
+
+# ---- the one read decides the path (tasks/main.yml, vars/main.yml) ---------------------------------------------------
+# The read's results as role_read registers them (reads: the apt read, the config.toml probe, the CDI read), and what
+# the include of tasks/main.yml and the tasks of tasks/apply.yml make of them. Each drift a user can make by hand shows
+# as a change that the next run repairs: a config.toml key edited (the probe), the apt source or keyring removed (the
+# apt read), another installed version (the apt read), the CDI spec changed (the CDI read).
+
+PIN = "1.17.8-1"
+SKIPPED = {"skipped": True, "changed": False}
+SETTLED_CDI = {
+    "stdout_lines": ["/tmp/x.nvidia-cdi", "settled", "nvidia-cdi-refresh.path", "nvidia-cdi-refresh.service"]
+}
+
+
+def _apt(trusted: str = "trusted", version: str = PIN) -> dict:
+    names = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__nvidia_container_toolkit_packages"]
+    return {"stdout_lines": [trusted, *[f"{name} {version} hold" for name in names]]}
+
+
+def _probe(changed: bool) -> dict:
+    return {"changed": changed, "results": [{"changed": changed, "item": {"path": "/etc/x.toml"}}]}
+
+
+def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("containerd",)) -> dict:
+    """What tasks/main.yml and tasks/apply.yml make of the read: the file the include runs (None: skipped), and the
+    tasks of apply.yml that run."""
+    templar, trust = _templar(
+        nvidia_container_toolkit_force=True,
+        nvidia_container_toolkit_version=PIN,
+        __gpu_node_facts_toolkit_package_manager=manager,
+        ansible_run_tags=list(tags),
+        inventory_hostname="gpu-1",
+        ansible_facts={"gpu_node": {"driver": {"loaded": driver_loaded}, "runtimes_installed": list(runtimes)}},
+        __nvidia_container_toolkit_node={"reads": list(reads)},
+    )
+
+    def holds(condition) -> bool:
+        conditions = condition if isinstance(condition, list) else [condition]
+        return all(templar.template(trust("{{ (" + c + ") | bool }}")) for c in conditions)
+
+    main = next(
+        t for t in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()) if "when" in t and "file" in str(t)
+    )
+    if not holds(main["when"]):
+        return {"file": None, "runs": []}
+    file = templar.template(trust(main["ansible.builtin.include_tasks"]["file"]))
+    if file == "report.yml":
+        return {
+            "file": file,
+            "runs": [],
+            "reports": templar.template(trust("{{ __nvidia_container_toolkit_reports }}")),
+        }
+    (block,) = [t for t in yaml.safe_load((ROLE / "tasks" / "apply.yml").read_text()) if "block" in t]
+    runs = [task["name"] for task in block["block"] if holds(task["when"])]
+    return {"file": file, "runs": runs}
+
+
+def _reads_skipped(**extra) -> list:
+    """Which reads of tasks/main.yml's role_read are skipped (True) on a node the toolkit applies to."""
+    from conftest import render_role_value
+
+    variables = {
+        **yaml.safe_load((ROLE / "defaults" / "main.yml").read_text()),
+        **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()),
+        "nvidia_container_toolkit_force": True,
+        "ansible_run_tags": ["all"],
+        "__gpu_node_facts_toolkit_package_manager": "apt",
+        "__gpu_node_facts_toolkit_keyring": "/k.gpg",
+        "__gpu_node_facts_toolkit_apt_source": "/s.list",
+        "__gpu_node_facts_toolkit_config": "/etc/nvidia-container-runtime/config.toml",
+        "__gpu_node_facts_runtime_binary": "/usr/bin/nvidia-container-runtime",
+        "inventory_hostname": "gpu-1",
+        "ansible_managed": "managed",
+        "ansible_facts": {"gpu_node": {"driver": {"loaded": True}}},
+        **extra,
+    }
+    reads = render_role_value("{{ __nvidia_container_toolkit_reads }}", variables)
+    return [read.get("skip") for read in reads]
+
+
+MERGE = "Merge the toolkit settings into its config.toml"
+PACKAGES = "Install the toolkit packages"
+CDI_AGAIN = "Read the CDI spec again after the packages, and put it in place"
+CDI = "Put the CDI spec in place, or say who writes it"
+
+
+def test_a_node_where_all_is_in_place_skips_the_include():
+    assert _decide([_apt(), _probe(False), SETTLED_CDI]) == {"file": None, "runs": []}
+
+
+@pytest.mark.parametrize(
+    ("drift", "reads", "runs"),
+    [
+        ("a config.toml key edited by hand", [_apt(), _probe(True), SETTLED_CDI], [MERGE, CDI_AGAIN]),
+        ("the apt source or keyring removed", [_apt("untrusted"), _probe(False), SETTLED_CDI], [PACKAGES]),
+        ("another version installed", [_apt(version="1.18.0-1"), _probe(False), SETTLED_CDI],
+         [PACKAGES, MERGE, CDI_AGAIN]),
+        ("nothing installed yet", [{"stdout_lines": ["untrusted"]}, _probe(True), {"stdout_lines": []}],
+         [PACKAGES, MERGE, CDI_AGAIN]),
+        ("the CDI spec changed", [_apt(), _probe(False), {"stdout_lines": ["/tmp/x.nvidia-cdi", "spec"]}], [CDI]),
+    ],
+)  # fmt: skip
+def test_each_drift_runs_the_changes_that_repair_it(drift, reads, runs):
+    assert _decide(reads) == {"file": "apply.yml", "runs": runs}, drift
+
+
+def test_the_apt_read_names_the_steps_the_packages_include_takes():
+    templar, trust = _templar(
+        nvidia_container_toolkit_version=PIN,
+        __nvidia_container_toolkit_node={"reads": [_apt("untrusted", "1.18.0-1"), SKIPPED, SKIPPED]},
+    )
+    assert templar.template(trust("{{ __nvidia_container_toolkit_apt_steps }}")) == ["repository_apt", "install_apt"]
+
+
+def test_where_only_a_report_is_due_the_include_runs_the_report_alone():
+    # no driver loaded: the CDI read says who writes the spec; the role leaves the CDI spec out
+    decided = _decide([_apt(), _probe(False), {"stdout_lines": ["-", "settled", "nvidia-cdi-refresh.service"]}],
+                      driver_loaded=False)  # fmt: skip
+    assert decided["file"] == "report.yml"
+    assert [said.split(" ")[:2] for said in decided["reports"]] == [["Not", "generating"], ["No", "NVIDIA"]]
+
+
+def test_tags_runtime_reads_nothing_and_includes_only_the_left_out_report():
+    skipped = [SKIPPED] * 3
+    assert _decide(skipped, tags=("runtime",)) == {"file": None, "runs": []}
+    decided = _decide(skipped, tags=("runtime",), runtimes=())
+    assert decided["file"] == "report.yml"
+    assert [said.startswith("No container runtime to register") for said in decided["reports"]] == [True]
+    assert _reads_skipped(ansible_run_tags=["runtime"]) == [True, True, True]
+    for tags, read in ((["toolkit"], True), (["all"], True), (["tagged"], True), (["runtime"], False)):
+        templar, trust = _templar(
+            ansible_run_tags=tags, nvidia_container_toolkit_force=True, __gpu_node_facts_toolkit_package_manager="apt"
+        )
+        assert templar.template(trust("{{ __nvidia_container_toolkit_read_apt | bool }}")) is read, tags
+
+
+def test_el_reads_nothing_first_and_runs_its_package_tasks_then_the_merge_and_the_cdi_read():
+    assert _decide([SKIPPED] * 3, manager="dnf") == {"file": "apply.yml", "runs": [PACKAGES, MERGE, CDI_AGAIN]}
+    assert _reads_skipped(__gpu_node_facts_toolkit_package_manager="dnf") == [True, True, True]
+
+
+def test_the_config_probe_takes_the_merge_tasks_own_arguments():
+    """The probe (role_read, check mode) and the merge task (tasks/apply.yml) take their arguments from the same
+    variables: the config targets (without the label, which only names the loop item) and the file arguments."""
+    variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
+    probe = variables["__nvidia_container_toolkit_config_probe"]
+    assert probe["action"] == "toml_merge" and probe["check_mode"] is True
+    assert probe["args"] == "{{ __nvidia_container_toolkit_config_file_args }}"
+    assert "__nvidia_container_toolkit_config_targets" in probe["items"]
+    (block,) = [t for t in yaml.safe_load((ROLE / "tasks" / "apply.yml").read_text()) if "block" in t]
+    merge = next(task for task in block["block"] if task["name"] == MERGE)
+    assert merge["loop"] == "{{ __nvidia_container_toolkit_config_targets }}"
+    assert merge["toml_merge"] == {
+        "path": "{{ item.path }}",
+        "settings": "{{ item.settings }}",
+        **{key: f"{{{{ __nvidia_container_toolkit_config_file_args.{key} }}}}" for key in variables[
+            "__nvidia_container_toolkit_config_file_args"]},
+    }  # fmt: skip
+    targets = [
+        {"path": "/a.toml", "settings": {"k": 1}, "label": "a"},
+        {"path": "/b.toml", "settings": {}, "label": "b"},
+    ]
+    templar, trust = _templar(__nvidia_container_toolkit_config_targets=targets)
+    assert templar.template(trust(probe["items"])) == [
+        {"path": "/a.toml", "settings": {"k": 1}},
+        {"path": "/b.toml", "settings": {}},
+    ]

@@ -1,7 +1,8 @@
-"""roles/nvidia_container_toolkit/tasks/cdi.yml: the one node read that decides whether the CDI spec, the refresh
-drop-in or the refresh units need a change (the changing tasks, tasks/cdi_apply.yml, are included only then). The
-read's script runs here against files in a temporary directory, with TEST STAND-IN nvidia-ctk and systemctl scripts
-on PATH (the real ones need a GPU driver and a running systemd)."""
+"""The CDI read of roles/nvidia_container_toolkit (vars/main.yml, run by tasks/main.yml's role_read and by
+tasks/cdi.yml): the node read that decides whether the CDI spec, the refresh drop-in or the refresh units need a change
+(the changing tasks, tasks/cdi_apply.yml, are included only then). The read's script runs here against files in a
+temporary directory, with TEST STAND-IN nvidia-ctk and systemctl scripts on PATH (the real ones need a GPU driver and a
+running systemd)."""
 
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ esac
 
 def _script(**variables) -> str:
     """The read's script as Ansible renders it for these values."""
-    task = yaml.safe_load((ROLE / "tasks" / "cdi.yml").read_text())[0]
+    read = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__nvidia_container_toolkit_cdi_read"]
+    assert read["module"] == "ansible.legacy.command" and read["args"]["argv"][:2] == ["/bin/bash", "-c"]
     return render_role_value(
-        task["ansible.builtin.shell"]["cmd"], {"__nvidia_container_toolkit_cdi_refresh_units": UNITS, **variables}
+        read["args"]["argv"][2], {"__nvidia_container_toolkit_cdi_refresh_units": UNITS, **variables}
     )
 
 

@@ -1,7 +1,7 @@
 """plugins/filter/package_versions.py: the toolkit role's package versions, installed and offered, which were Jinja
-programs in tasks/packages_apt.yml and packages_dnf.yml. The expected values are what those programs rendered for
-the same command output (checked with Ansible's Templar when the filters replaced them); the last test renders the
-tasks' own expressions."""
+programs in tasks/packages_apt.yml (now also vars/main.yml) and packages_dnf.yml. The expected values are what those
+programs rendered for the same command output (checked with Ansible's Templar when the filters replaced them); the last
+test renders the tasks' own expressions."""
 
 from __future__ import annotations
 
@@ -81,9 +81,14 @@ def _block_vars(name: str) -> dict:
 
 
 def test_the_apt_tasks_expressions_read_the_node_and_madison():
+    # the apt read is the first read of tasks/main.yml's role_read (vars/main.yml derives the installed packages)
+    role_vars = yaml.safe_load((TASKS.parent / "vars" / "main.yml").read_text())
     variables = {
+        **{key: role_vars[key] for key in ("__nvidia_container_toolkit_apt_node", "__nvidia_container_toolkit_dpkg")},
         **_block_vars("packages_apt.yml"),
-        "__nvidia_container_toolkit_node": {"stdout_lines": ["trusted", "nvidia-container-toolkit 1.17.8-1 hold"]},
+        "__nvidia_container_toolkit_node": {
+            "reads": [{"stdout_lines": ["trusted", "nvidia-container-toolkit 1.17.8-1 hold"]}, {}, {}]
+        },
         "__nvidia_container_toolkit_madison": {"stdout_lines": MADISON},
     }
     assert render_role_value("{{ __nvidia_container_toolkit_installed }}", variables) == {

@@ -42,6 +42,7 @@ CHECKING_TASKS = {
     "kubelet": ("role_read", "Check the kubelet variables and read the kubelet files"),
     "runtime_config": ("role_read", "Check the runtime_config variables, read binary, files, restarts"),
     "gpu_validate": ("role_read", "Check the gpu_validate variables and run the checks on the node"),
+    "nvidia_container_toolkit": ("role_read", "Check the nvidia_container_toolkit variables and read the node"),
 }
 
 

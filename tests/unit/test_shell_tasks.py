@@ -147,12 +147,38 @@ def _stdin_tasks(text: str, where: str):
             yield f"{where}: {task.get('name')}", module, value, args
 
 
+def _stdin_reads(text: str, where: str):
+    """(id, module, the module's arguments, its arguments) of each read of a role_read task fed on stdin
+    (plugins/action/role_read.py): a mapping with a command module and args, in a role's vars or a task file."""
+
+    def walk(node, name):
+        if isinstance(node, dict):
+            args = node.get("args")
+            if node.get("module") in _COMMANDS and isinstance(args, dict) and "stdin" in args:
+                yield f"{where}: {name}", node["module"], args, args
+            for key, value in node.items():
+                yield from walk(value, key)
+        elif isinstance(node, list):
+            for item in node:
+                yield from walk(item, name)
+
+    yield from walk(yaml.safe_load(text), "")
+
+
 STDIN_TASKS = [found for path in TASK_FILES for found in _stdin_tasks(path.read_text(), str(path.relative_to(ROOT)))]
+STDIN_TASKS += [
+    found
+    for path in sorted([*TASK_FILES, *ROOT.glob("roles/*/vars/*.yml")])
+    for found in _stdin_reads(path.read_text(), str(path.relative_to(ROOT)))
+]
 OLD_APT_READ = ROOT / "tests" / "fixtures" / "stdin_tasks" / "packages_apt_before_issue_52.yml"
 
 
 def _script_of(module, value, args) -> tuple[str, str]:
     """The script and the shell that runs it; a command that is not a shell script fails the stdin rule."""
+    argv = value.get("argv") if isinstance(value, dict) else None
+    if module in _COMMANDS and isinstance(argv, list) and len(argv) >= 3 and argv[1] == "-c":
+        return argv[2], argv[0]  # a read of role_read: the command module runs the shell with the script
     assert module == "ansible.builtin.shell", (
         f"{module} fed on stdin can exit before reading it: make it an ansible.builtin.shell script that reads all"
         " of stdin first (docs/architecture.md)"
@@ -175,9 +201,14 @@ def _stdin_rule_problems(module, value, args) -> list[str]:
 
 
 def test_the_tasks_fed_on_stdin_are_found():
-    # runtime_config crio.yml, nvidia_driver secure_boot.yml (two), the toolkit's packages_apt.yml and cdi.yml,
-    # nvidia_mig guard.yml
+    # runtime_config crio.yml, nvidia_driver secure_boot.yml (two), nvidia_mig guard.yml; the toolkit's apt and CDI
+    # reads (vars/main.yml: role_read's)
     assert len(STDIN_TASKS) >= 6, [name for name, *_ in STDIN_TASKS]
+    reads = [name for name, *_ in STDIN_TASKS if name.startswith("roles/nvidia_container_toolkit/vars/main.yml")]
+    assert reads == [
+        "roles/nvidia_container_toolkit/vars/main.yml: __nvidia_container_toolkit_cdi_read",
+        "roles/nvidia_container_toolkit/vars/main.yml: __nvidia_container_toolkit_apt_read",
+    ]
     assert len(list(_stdin_tasks(OLD_APT_READ.read_text(), "old"))) == 1
 
 
@@ -396,7 +427,7 @@ def _unbounded_waits(text: str) -> list[str]:
 def test_the_scripts_are_found():
     wheres = {where for where, _ in SCRIPTS}
     # a task's script, a script in role vars, a script template
-    assert {"roles/nvidia_container_toolkit/tasks/packages_apt.yml", "roles/fuse/vars/main.yml"} <= wheres, wheres
+    assert {"roles/nvidia_container_toolkit/vars/main.yml", "roles/fuse/vars/main.yml"} <= wheres, wheres
     assert any(where.endswith("gpu-node-provisioning-hooks.sh.j2") for where in wheres), wheres
 
 

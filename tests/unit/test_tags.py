@@ -168,14 +168,30 @@ def test_ansible_adds_no_argument_validation_to_any_role():
 def test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role():
     runtime = [t["name"] for t in _own_tasks(list_tasks("--tags", "runtime"))]
     toolkit = [t["name"] for t in _own_tasks(list_tasks("--tags", "toolkit"))]
-    assert set(runtime) < set(toolkit), "--tags runtime must select a strict part of the toolkit role"
+    # --list-tasks does not expand the include of the changes or reports: it lists the same tasks of tasks/main.yml
+    assert set(runtime) <= set(toolkit), "--tags runtime must select a part of the toolkit role"
     # the registration itself (an include_role: --list-tasks shows it without the role's name)
     assert "Register the nvidia runtime in the container runtimes" in [
         t["name"] for t in list_tasks("--tags", "runtime")
     ]
-    # neither the repository nor the packages: a play-level `runtime` tag on the role would select them too
+    # neither the repository nor the packages: a play-level `runtime` tag on the role would select them too. The
+    # include applies only toolkit; of the tasks it runs, only the report of what the role leaves out adds runtime.
     assert not [name for name in runtime if "package" in name or "repository" in name], runtime
-    assert [name for name in toolkit if "package" in name], toolkit
+    tasks_dir = ROOT / "roles" / "nvidia_container_toolkit" / "tasks"
+    main = yaml.safe_load((tasks_dir / "main.yml").read_text())
+    include = next(task for task in main if "ansible.builtin.include_tasks" in task)
+    assert include["ansible.builtin.include_tasks"]["apply"]["tags"] == ["toolkit"]
+    tagged = [
+        (path.name, task.get("name"))
+        for path in sorted(tasks_dir.glob("*.yml"))
+        if path.name != "main.yml"
+        for task in _tasks_in(yaml.safe_load(path.read_text()))
+        if "runtime" in _as_set(task.get("tags"))
+    ]
+    assert tagged == [
+        ("apply.yml", "Report what the role leaves out on this node"),
+        ("report.yml", "Report what the role leaves out, and who writes the CDI spec"),
+    ]
 
 
 def test_apparmor_and_seccomp_select_their_halves():
@@ -241,7 +257,13 @@ def test_there_are_task_files():
 # Includes whose file's tasks carry their own tags, which applying the include's would merge: security_profiles'
 # tasks/apply.yml holds the AppArmor half and the seccomp half (--tags apparmor must not run the seccomp half;
 # test_apparmor_and_seccomp_select_their_halves).
-OWN_TAGS = {("security_profiles/tasks/main.yml", "Report, install and load the profiles where the read says so")}
+# The toolkit's include of its changes or reports (tasks/apply.yml, tasks/report.yml) is tagged runtime too and applies
+# only toolkit: of its tasks only the report of what the role leaves out carries runtime
+# (test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role).
+OWN_TAGS = {
+    ("security_profiles/tasks/main.yml", "Report, install and load the profiles where the read says so"),
+    ("nvidia_container_toolkit/tasks/main.yml", "Install, configure and report the toolkit where the read says so"),
+}
 
 
 @pytest.mark.parametrize("path", TASK_FILES, ids=[str(p.relative_to(ROOT / "roles")) for p in TASK_FILES])
