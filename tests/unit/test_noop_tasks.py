@@ -38,7 +38,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
 SITE = ROOT / "site.yml"
-# The whole no-op re-run of site.yml on a node (both plays), and the doctor's share of it.
+# The whole no-op re-run of site.yml on a node (one play, the doctor its last task), and the doctor's share of it.
 SITE_BUDGET = 29
 DOCTOR_BUDGET = 4
 # Each role's no-op path (gpu_node_facts: once per play). A role with a platform file loads it first (an include_vars,
