@@ -111,8 +111,9 @@ def task_headers(tasks: list, tasks_dir: Path, role: str, end_role: bool = True)
         names.append(f"{role} : {task.get('name', '?')}" if role else task.get("name", "?"))
         included = next((task[key] for key in INCLUDE_ROLES if key in task), None)
         if included is not None and included["name"] in NOOP_ROLE_INCLUDES:
-            if included["name"] == "gpu_validate":
-                names += role_headers("gpu_node_facts")
+            # a dependency with parameters is an instance of its own: it runs again (gpu_validate's gpu_node_facts)
+            for dependency in _dependencies_with_parameters(included["name"]):
+                names += role_headers(dependency)
             names += role_headers(included["name"])
         include = next((task[key] for key in INCLUDES if key in task), None)
         file = None if include is None else include["file"] if isinstance(include, dict) else include
@@ -141,6 +142,11 @@ def role_headers(role: str, end_role: bool = True) -> list[str]:
 def _dependencies(role: str) -> list[str]:
     meta = _load(ROLES / role / "meta" / "main.yml") or {}
     return [dep if isinstance(dep, str) else dep["role"] for dep in meta.get("dependencies") or []]
+
+
+def _dependencies_with_parameters(role: str) -> list[str]:
+    meta = _load(ROLES / role / "meta" / "main.yml") or {}
+    return [dep["role"] for dep in meta.get("dependencies") or [] if isinstance(dep, dict) and set(dep) - {"role"}]
 
 
 def play_headers(play: dict) -> list[str]:

@@ -222,12 +222,12 @@ PLATFORMS = [
 
 @pytest.mark.parametrize(("node", "platform"), PLATFORMS)
 def test_each_platform_loads_its_data_and_an_unsupported_one_the_default(node, platform):
-    from conftest import platform_file
+    from conftest import PLATFORM_DATA_IN_GPU_NODE_FACTS, platform_file, platform_names
 
     assert platform_file(ROLE.name, *node).name == f"{platform}.yml"
     data = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "vars" / f"{platform}.yml").read_text())
-    prefix = "__gpu_node_facts_toolkit_"
-    data = {key: value for key, value in data.items() if key.startswith(prefix)}
+    prefix = PLATFORM_DATA_IN_GPU_NODE_FACTS[ROLE.name]
+    data = platform_names(ROLE.name, data)
     assert data == {f"{prefix}{key}": value for key, value in PLATFORM_DATA[platform].items()}
 
 
