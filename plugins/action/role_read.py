@@ -26,6 +26,13 @@ the same messages), and only when the variables hold, the reads, each a module r
   ``results``). The task itself never reports a change. ``checked`` lists the variables
   checked.
 
+The ``stat`` and ``slurp`` reads of a task (``ansible.legacy.``/``ansible.builtin.`` or bare, with no arguments but
+the path and stat's follow/checksum/mime/attributes switches) run together as one run of the node_files module
+(library/node_files.py) instead of one module run per file: each such read still gets what its module would have
+registered (stat's ``stat``, slurp's ``content``/``encoding``/``source`` or its "file not found" failure), so the
+roles that read them change nothing. A no-op re-run's reads of the kubelet and security_profiles roles were 19 module
+runs; they are 2 (issue 47).
+
 Give the task ``check_mode: false``: a read changes nothing and must run in check mode too (the role's include that
 follows decides from it what ``--check`` shows). A read whose module fails fails the task, as the read task did.
 A role used on its own runs the same task: the check is never skipped.
@@ -41,6 +48,22 @@ from ansible.utils.vars import merge_hash
 
 CHECKER = "ansible.legacy.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
+BATCH_MODULE = "node_files"
+# The modules whose reads node_files does, and the arguments it takes from them. stat's get_mime and get_attributes
+# are accepted and left out (node_files returns neither: no role reads them).
+BATCHED = {
+    "stat": {
+        "path": "path",
+        "follow": "follow",
+        "get_checksum": "get_checksum",
+        "checksum_algorithm": "checksum_algorithm",
+        "checksum": "checksum_algorithm",
+        "checksum_algo": "checksum_algorithm",
+        "get_mime": None,
+        "get_attributes": None,
+    },
+    "slurp": {"src": "path", "path": "path"},
+}
 
 
 def read_problem(read) -> str | None:
@@ -58,6 +81,53 @@ def read_problem(read) -> str | None:
         if not read.get("item_arg") and not all(isinstance(item, Mapping) for item in read["items"]):
             return f"read {name} has items but no item_arg naming the argument each item goes to"
     return None
+
+
+def batched_kind(read) -> str | None:
+    """``stat`` or ``slurp`` where node_files can do this read (no probe, no skip, only its arguments), else None."""
+    name = str(read.get("module") or "")
+    kind = name.rsplit(".", 1)[-1]
+    if (
+        read.get("action")
+        or kind not in BATCHED
+        or name not in (kind, f"ansible.legacy.{kind}", f"ansible.builtin.{kind}")
+    ):
+        return None
+    if read.get("skip") or read.get("check_mode"):
+        return None
+    for arguments in argument_sets(read):
+        if not set(arguments) <= set(BATCHED[kind]) or not any(BATCHED[kind][key] == "path" for key in arguments):
+            return None
+    return kind
+
+
+def argument_sets(read: Mapping) -> list[dict]:
+    """The module arguments of each run of ``read``: one, or one per item."""
+    args = dict(read.get("args") or {})
+    if "items" not in read:
+        return [args]
+    return [{**args, read["item_arg"]: item} if read.get("item_arg") else {**args, **item} for item in read["items"]]
+
+
+def batch_request(kind: str, arguments: Mapping) -> dict:
+    """node_files' entry for one stat or slurp module run."""
+    request = {"content": kind == "slurp", "get_checksum": False, "follow": kind == "slurp"}
+    if kind == "stat":
+        request.update({"get_checksum": True, "follow": False})
+    for key, value in arguments.items():
+        target = BATCHED[kind][key]
+        if target:
+            request[target] = value
+    return request
+
+
+def batch_result(kind: str, found: Mapping) -> dict:
+    """What the stat or slurp module registers, from node_files' entry."""
+    if kind == "stat":
+        return {"changed": False, "stat": found["stat"]}
+    if found.get("failed"):
+        return {"changed": False, "failed": True, "msg": found["msg"]}
+    return {"changed": False, "content": found["content"], "encoding": found["encoding"], "source": found["source"]}
 
 
 def loop_result(results: list[dict]) -> dict:
@@ -112,16 +182,38 @@ class ActionModule(ActionBase):
         finally:
             self._task.check_mode = mode
 
-    def read(self, read: Mapping, task_vars: dict) -> dict:
+    def run_batch(self, reads: Sequence, task_vars: dict) -> dict[int, list[dict]]:
+        """The stat and slurp reads among ``reads`` in one node_files run: {read's index: its module results}."""
+        planned: dict[int, tuple[str, list[dict]]] = {}
+        for index, read in enumerate(reads):
+            kind = batched_kind(read)
+            if kind:
+                planned[index] = (kind, [batch_request(kind, arguments) for arguments in argument_sets(read)])
+        if not planned:
+            return {}
+        requests = [request for _kind, requests in planned.values() for request in requests]
+        mode = self._task.check_mode
+        self._task.check_mode = False  # a read: the same in check mode
+        try:
+            found = self._execute_module(BATCH_MODULE, module_args={"files": requests}, task_vars=task_vars)
+        finally:
+            self._task.check_mode = mode
+        if found.get("failed"):
+            raise AnsibleActionFail(f"role_read: reading the node's files failed: {found.get('msg', found)}")
+        entries = iter(found["files"])
+        return {
+            index: [batch_result(kind, next(entries)) for _request in requests]
+            for index, (kind, requests) in planned.items()
+        }
+
+    def read(self, read: Mapping, task_vars: dict, batched: list[dict] | None = None) -> dict:
         if read.get("skip"):
             return {"skipped": True, "changed": False}
-        args = dict(read.get("args") or {})
         if "items" not in read:
-            return self.run_one(read, args, task_vars)
+            return batched[0] if batched is not None else self.run_one(read, argument_sets(read)[0], task_vars)
         results = []
-        for item in read["items"]:
-            item_args = {**args, read["item_arg"]: item} if read.get("item_arg") else {**args, **item}
-            one = self.run_one(read, item_args, task_vars)
+        for position, (item, item_args) in enumerate(zip(read["items"], argument_sets(read), strict=True)):
+            one = dict(batched[position]) if batched is not None else self.run_one(read, item_args, task_vars)
             if read.get("missing_ok") and one.get("failed") and "not found" in str(one.get("msg", "")).lower():
                 one["failed"] = False
             results.append({**one, "item": item, "ansible_loop_var": "item"})
@@ -146,9 +238,10 @@ class ActionModule(ActionBase):
             problem = read_problem(read)
             if problem:
                 raise AnsibleActionFail(f"role_read: {problem}")
+        batched = self.run_batch(reads, task_vars)
         done = []
-        for read in reads:
-            one = self.read(read, task_vars)
+        for index, read in enumerate(reads):
+            one = self.read(read, task_vars, batched.get(index))
             done.append(one)
             if one.get("failed"):
                 break

@@ -117,18 +117,24 @@ def read_text(action, path: str, task_vars: dict, hint: str = "") -> str | None:
     a read error or bytes that are not UTF-8 (``hint`` is appended to that message).
     """
     seen = _read_sha1(action)
-    stat = action._execute_remote_stat(path, all_vars=task_vars, follow=True, checksum=False)
-    if not stat.get("exists"):
-        seen[path] = ""
-        return None
-    if stat.get("isdir"):
-        raise AnsibleActionFail(f"{path} is a directory; point the path at a file")
+    # one module run looks at the file and reads it (library/node_files.py; a stat and a slurp run before)
     res = action._execute_module(
-        module_name="ansible.legacy.slurp", module_args={"src": path}, task_vars=task_vars, wrap_async=False
+        module_name="node_files",
+        module_args={"files": [{"path": path, "follow": True, "get_checksum": False, "content": True}]},
+        task_vars=task_vars,
+        wrap_async=False,
     )
     if res.get("failed"):
         raise AnsibleActionFail(f"could not read {path}: {res.get('msg', res)}")
-    data = base64.b64decode(res["content"])
+    found = res["files"][0]
+    if not found["stat"].get("exists"):
+        seen[path] = ""
+        return None
+    if found["stat"].get("isdir"):
+        raise AnsibleActionFail(f"{path} is a directory; point the path at a file")
+    if found.get("failed"):
+        raise AnsibleActionFail(f"could not read {path}: {found.get('msg')}")
+    data = base64.b64decode(found["content"])
     seen[path] = hashlib.sha1(data).hexdigest()
     try:
         return data.decode("utf-8")

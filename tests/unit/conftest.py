@@ -357,3 +357,24 @@ class FakeNode:
 
     def boot_time(self):
         return 1_700_000_000.0
+
+
+def fake_node_files(module_args: dict, files: dict, directories) -> dict:
+    """What library/node_files.py returns for ``module_args`` on a fake node of ``files`` ({path: text or bytes})
+    and ``directories``: for the action plugins' tests, whose fake nodes answer module runs themselves."""
+    import base64
+
+    found = []
+    for entry in module_args["files"]:
+        path = entry["path"]
+        exists = path in files or path in directories
+        one = {"path": path, "stat": {"exists": exists, "isdir": path in directories} if exists else {"exists": False}}
+        if entry.get("content"):
+            if path in files:
+                data = files[path] if isinstance(files[path], bytes) else files[path].encode()
+                one.update({"content": base64.b64encode(data).decode(), "encoding": "base64", "source": path})
+            else:
+                reason = "source is a directory and must be a file" if exists else "file not found"
+                one.update({"failed": True, "msg": f"{reason}: {path}"})
+        found.append(one)
+    return {"changed": False, "files": found}

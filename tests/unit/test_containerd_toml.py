@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import difflib
 import hashlib
 import re
@@ -12,7 +11,7 @@ from unittest import mock
 import containerd_toml as ct
 import pytest
 import tomlkit
-from conftest import documented_options, load_module, run_module
+from conftest import documented_options, fake_node_files, load_module, run_module
 
 from config_merge import get_path, merge
 
@@ -630,8 +629,10 @@ class FakeNode:
 
     def execute_module(self, module_name, module_args, task_vars=None, wrap_async=False, **_kwargs):
         self.modules.append((module_name, module_args))
-        if module_name == "ansible.legacy.slurp":
-            return {"content": base64.b64encode(self.files[module_args["src"]].encode()).decode()}
+        if module_name == "node_files":
+            return fake_node_files(
+                module_args, self.files, {p.rsplit("/", 1)[0] for p in self.files} | {"/etc/containerd"}
+            )
         if module_name == "ansible.legacy.file":
             return {"changed": True}
         if module_name == "ansible.legacy.config_file_write":
@@ -856,8 +857,8 @@ def test_action_reads_and_merges_again_when_another_run_wrote_the_file_in_betwee
 
     def racing(module_name, module_args, **kwargs):
         result = execute(module_name, module_args, **kwargs)
-        if module_name == "ansible.legacy.slurp":
-            reads.append(module_args["src"])
+        if module_name == "node_files":
+            reads.append(module_args["files"][0]["path"])
             if len(reads) == 1:
                 node.files[PATH] = other  # another run writes between our read and our write
         return result

@@ -98,3 +98,101 @@ def test_reads_items_missing_files_probes_skips_and_the_check_first(tmp_path):
     assert not shown["read"]["changed"]
     assert shown["refused"]["failed"] and "demo_list must be a list" in " ".join(shown["refused"]["problems"])
     assert not (tmp_path / "touched").exists()  # the variables failed: no read ran
+
+
+def test_stat_and_slurp_reads_run_as_one_node_files_run_with_their_modules_results(tmp_path):
+    """The stat and slurp reads of a task are one node_files run, and each read gets what its own module registers
+    (the same task's reads, run by ansible.builtin.stat and slurp themselves, are the oracle)."""
+    present = tmp_path / "present"
+    present.write_text("hello\n")
+    present.chmod(0o640)
+    link = tmp_path / "link"
+    link.symlink_to(present)
+    (tmp_path / "dir").mkdir()
+    paths = [str(present), str(link), str(tmp_path / "missing"), str(tmp_path / "dir")]
+    reads = [
+        {
+            "module": "ansible.legacy.stat",
+            "args": {"follow": True, "get_checksum": False},
+            "items": paths,
+            "item_arg": "path",
+        },
+        {
+            "module": "ansible.builtin.stat",
+            "args": {"get_mime": False, "get_attributes": False},
+            "items": paths,
+            "item_arg": "path",
+        },
+        {"module": "stat", "args": {"path": str(link), "checksum_algorithm": "sha256"}},
+        {
+            "module": "ansible.legacy.slurp",
+            "items": [str(present), str(link), str(tmp_path / "missing")],
+            "item_arg": "src",
+            "missing_ok": True,
+        },
+    ]
+    oracle = [
+        {
+            "ansible.builtin.stat": {"path": "{{ item }}", "follow": True, "get_checksum": False},
+            "loop": paths,
+            "register": "o0",
+        },
+        {"ansible.builtin.stat": {"path": "{{ item }}"}, "loop": paths, "register": "o1"},
+        {"ansible.builtin.stat": {"path": str(link), "checksum_algorithm": "sha256"}, "register": "o2"},
+        {"ansible.builtin.slurp": {"src": "{{ item }}"}, "loop": [str(present), str(link)], "register": "o3"},
+    ]
+    out = tmp_path / "out.json"
+    show = {
+        "ansible.builtin.copy": {"content": "{{ {'read': read, 'o': [o0, o1, o2, o3]} | to_json }}", "dest": str(out)}
+    }
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "tasks": [*oracle, {"role_read": {"reads": reads}, "register": "read", "check_mode": False}, show],
+                }
+            ]
+        )
+    )
+    run = run_local_playbook(playbook, "-vvv")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    read_task = run.stdout.split("TASK [role_read]", 1)[1].split("TASK [", 1)[0]
+    assert read_task.count("Using module file") == 1 and "node_files.py" in read_task, read_task[-2000:]
+    shown = json.loads(out.read_text())
+    got = shown["read"]["reads"]
+    # stat's get_mime/get_attributes parts: node_files has none
+    extra = {"mimetype", "charset", "attributes", "attr_flags", "version"}
+    for mine, theirs in [
+        (got[0]["results"], shown["o"][0]["results"]),
+        (got[1]["results"], shown["o"][1]["results"]),
+        ([got[2]], [shown["o"][2]]),
+    ]:
+        for one, oracle_one in zip(mine, theirs, strict=True):
+            assert set(oracle_one["stat"]) - set(one["stat"]) <= extra, (one, oracle_one)
+            for key in set(one["stat"]) - {"atime"}:
+                assert one["stat"][key] == oracle_one["stat"][key], (key, one["stat"], oracle_one["stat"])
+    slurped = got[3]["results"]
+    for one, oracle_one in zip(slurped[:2], shown["o"][3]["results"], strict=True):
+        assert (one["content"], one["encoding"]) == (oracle_one["content"], oracle_one["encoding"])
+    assert not slurped[2]["failed"] and "file not found" in slurped[2]["msg"] and not got[3].get("failed")
+    assert got[2]["stat"]["islnk"] and got[2]["stat"]["lnk_target"] == str(present)
+
+
+@pytest.mark.parametrize(
+    ("read", "kind"),
+    [
+        ({"module": "ansible.legacy.stat", "args": {"path": "/", "follow": True}}, "stat"),
+        ({"module": "slurp", "items": ["/a"], "item_arg": "src"}, "slurp"),
+        ({"module": "ansible.legacy.stat", "args": {"path": "/", "get_selinux_context": True}}, None),
+        ({"module": "ansible.legacy.stat", "args": {"path": "/"}, "check_mode": True}, None),
+        ({"module": "ansible.legacy.stat", "args": {"path": "/"}, "skip": True}, None),
+        ({"module": "community.general.stat", "args": {"path": "/"}}, None),
+        ({"module": "ansible.legacy.file", "args": {"path": "/"}}, None),
+    ],
+)
+def test_which_reads_node_files_does(read, kind):
+    assert role_read.batched_kind(read) == kind

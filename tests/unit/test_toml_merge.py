@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from unittest import mock
 
 import pytest
 import tomlkit
-from conftest import documented_options, load_module, run_module
+from conftest import documented_options, fake_node_files, load_module, run_module
 
 PATH = "/etc/nvidia-container-runtime/config.toml"
 
@@ -206,9 +205,8 @@ class FakeNode:
 
     def execute_module(self, module_name, module_args, task_vars=None, wrap_async=False, **_kwargs):
         self.modules.append((module_name, module_args))
-        if module_name == "ansible.legacy.slurp":
-            data = self.files[module_args["src"]]
-            return {"content": base64.b64encode(data if isinstance(data, bytes) else data.encode()).decode()}
+        if module_name == "node_files":
+            return fake_node_files(module_args, self.files, self.directories)
         if module_name == "ansible.legacy.file":
             self.directories.add(module_args["path"])
             return {"changed": True}
@@ -382,7 +380,7 @@ def test_action_merges_again_when_another_run_wrote_the_file_in_between():
 
     def racing(module_name, module_args, **kwargs):
         result = execute(module_name, module_args, **kwargs)
-        if module_name == "ansible.legacy.slurp":
+        if module_name == "node_files":
             reads.append(1)
             if len(reads) == 1:
                 node.files[PATH] = other
@@ -403,7 +401,7 @@ def test_action_gives_up_when_the_file_keeps_changing_and_writes_nothing():
 
     def always_racing(module_name, module_args, **kwargs):
         result = execute(module_name, module_args, **kwargs)
-        if module_name == "ansible.legacy.slurp":
+        if module_name == "node_files":
             counter.append(1)
             node.files[PATH] = PACKAGE_DEFAULT + f"\n# edit {len(counter)}\n"
         return result
