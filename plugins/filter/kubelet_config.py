@@ -106,7 +106,7 @@ def _dump(data: dict) -> str:
 
 def kubelet_config_document(fields: dict) -> str:
     """A full KubeletConfiguration document (apiVersion and kind first) holding ``fields``, as YAML."""
-    return _dump({"apiVersion": API_VERSION, "kind": KIND, **copy.deepcopy(fields)})
+    return _dump({"apiVersion": API_VERSION, "kind": KIND, **fields})  # _dump's _plain copies
 
 
 def kubelet_merge_config(text, fields: dict, absent=None, path: str = "the kubelet configuration") -> dict:
