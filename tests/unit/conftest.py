@@ -378,3 +378,11 @@ def fake_node_files(module_args: dict, files: dict, directories) -> dict:
                 one.update({"failed": True, "msg": f"{reason}: {path}"})
         found.append(one)
     return {"changed": False, "files": found}
+
+
+def local_play(path, **play) -> Path:
+    """Write a one-play playbook against localhost (local connection, no facts) with ``play``'s keys to ``path``."""
+    import yaml
+
+    path.write_text(yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False, **play}]))
+    return path

@@ -48,5 +48,13 @@ def test_the_job_playbooks_and_the_paths_of_ansible_cfg_are_in_the_project():
         assert yaml.safe_load((ROOT / playbook).read_text()), playbook
     config = configparser.ConfigParser()
     config.read(ROOT / "ansible.cfg")
-    for key in ("roles_path", "library", "module_utils", "action_plugins", "filter_plugins", "lookup_plugins", "strategy_plugins"):
+    for key in (
+        "roles_path",
+        "library",
+        "module_utils",
+        "action_plugins",
+        "filter_plugins",
+        "lookup_plugins",
+        "strategy_plugins",
+    ):
         assert (ROOT / config["defaults"][key]).is_dir(), key

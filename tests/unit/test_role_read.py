@@ -12,7 +12,7 @@ import json
 
 import pytest
 import yaml
-from conftest import load_module, run_local_playbook
+from conftest import load_module, local_play, run_local_playbook
 
 role_read = load_module("role_read", subdir="plugins/action")
 
@@ -145,18 +145,9 @@ def test_stat_and_slurp_reads_run_as_one_node_files_run_with_their_modules_resul
     show = {
         "ansible.builtin.copy": {"content": "{{ {'read': read, 'o': [o0, o1, o2, o3]} | to_json }}", "dest": str(out)}
     }
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "localhost",
-                    "connection": "local",
-                    "gather_facts": False,
-                    "tasks": [*oracle, {"role_read": {"reads": reads}, "register": "read", "check_mode": False}, show],
-                }
-            ]
-        )
+    playbook = local_play(
+        tmp_path / "play.yml",
+        tasks=[*oracle, {"role_read": {"reads": reads}, "register": "read", "check_mode": False}, show],
     )
     run = run_local_playbook(playbook, "-vvv")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]

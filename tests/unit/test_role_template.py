@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import yaml
-from conftest import run_local_playbook
+from conftest import local_play, run_local_playbook
 
 TEMPLATE = """{{ ansible_managed | comment }}
 # {{ template_path }} for {{ inventory_hostname }}
@@ -38,20 +38,7 @@ def _play(tmp_path, extra_vars: dict) -> dict:
             ]
         )
     )
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "localhost",
-                    "connection": "local",
-                    "gather_facts": False,
-                    "vars": {"names": ["a", "b"], **extra_vars},
-                    "roles": ["demo"],
-                }
-            ]
-        )
-    )
+    playbook = local_play(tmp_path / "play.yml", vars={"names": ["a", "b"], **extra_vars}, roles=["demo"])
     run = run_local_playbook(playbook, "-e", json.dumps({"ansible_roles_path": str(tmp_path / "roles")}))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     return json.loads(out.read_text())
