@@ -1,11 +1,11 @@
-"""Verify the nvidia_driver role on Ubuntu 24.04 with DKMS: a real build of the open kernel
-modules (nvidia-dkms-580-server-open) against Ubuntu's generic kernel headers."""
+"""Verify the nvidia_driver role on Ubuntu 26.04 with DKMS: a real build of the open kernel
+modules (nvidia-dkms-580-server-open) against Ubuntu's generic kernel headers (7.0)."""
 
 from __future__ import annotations
 
 from conftest import KERNEL_META
 
-testinfra_hosts = ["ansible://drv-ubuntu2404"]
+testinfra_hosts = ["ansible://drv-ubuntu2604"]
 
 HELD = ("nvidia-headless-580-server-open", "nvidia-utils-580-server")
 
@@ -59,12 +59,12 @@ def test_dkms_under_secure_boot_without_a_mok_password_is_refused(host, second_r
     # Mutation (conftest.py): the node's facts say Secure Boot is on (EFI stand-in); no nvidia_driver_mok_password
     # is set, so the role cannot queue a MOK for enrollment and must refuse before anything changes.
     said = second_rerun.said
-    assert second_rerun.recap["drv-ubuntu2404"]["failed"] == 1, second_rerun.stdout
-    assert "Secure Boot is enabled on drv-ubuntu2404, so the kernel loads only signed modules" in said, said
+    assert second_rerun.recap["drv-ubuntu2604"]["failed"] == 1, second_rerun.stdout
+    assert "Secure Boot is enabled on drv-ubuntu2604, so the kernel loads only signed modules" in said, said
     assert "(/var/lib/shim-signed/mok/MOK.der), which the role creates." in said, said
     assert "Set nvidia_driver_mok_password (keep it in Ansible Vault). Nothing was changed." in said, said
     assert "Or set nvidia_driver_ubuntu_precompiled to true to use Canonical's signed modules." in said, said
-    assert second_rerun.recap["drv-ubuntu2404"]["changed"] == 0, second_rerun.stdout
+    assert second_rerun.recap["drv-ubuntu2604"]["changed"] == 0, second_rerun.stdout
     assert not host.file("/var/lib/shim-signed/mok").exists
     assert not host.file("/etc/dkms/framework.conf.d/nvidia_driver-mok.conf").exists
 
@@ -73,8 +73,8 @@ def test_the_kernel_meta_package_is_held_and_released_with_the_variable(host, fi
     # nvidia_driver_hold_kernel is true in molecule.yml: the converge held the installed meta-package
     assert first_rerun.before["kernel_meta_selection"] == [KERNEL_META, "hold"]
     # the re-run with nvidia_driver_hold_kernel false released it, and changed nothing else
-    assert first_rerun.recap["drv-ubuntu2404"]["failed"] == 0, first_rerun.stdout
-    assert first_rerun.recap["drv-ubuntu2404"]["changed"] == 2, first_rerun.stdout  # the selection, the record
+    assert first_rerun.recap["drv-ubuntu2604"]["failed"] == 0, first_rerun.stdout
+    assert first_rerun.recap["drv-ubuntu2604"]["changed"] == 2, first_rerun.stdout  # the selection, the record
     assert host.check_output(f"dpkg --get-selections {KERNEL_META}").split() == [KERNEL_META, "install"]
     assert not host.file("/var/lib/gpu-node-provisioning/nvidia_driver-kernel-hold.json").exists
     # the driver packages keep their holds
