@@ -3,6 +3,8 @@ modules (nvidia-dkms-580-server-open) against Ubuntu's generic kernel headers (7
 
 from __future__ import annotations
 
+import re
+
 from conftest import KERNEL_META
 
 testinfra_hosts = ["ansible://drv-ubuntu2604"]
@@ -32,9 +34,11 @@ def test_nvidia_peermem_loads_at_boot_from_the_module_dkms_built(host):
     """nvidia_driver_peermem: the boot-time load names nvidia-peermem, which DKMS built for the generic kernel."""
     assert "nvidia-peermem" in host.file("/etc/modules-load.d/nvidia-peermem.conf").content_string.split()
     kernel = _generic_kernel(host)
-    resolved = host.run(f"modprobe --set-version {kernel} --show-depends nvidia-peermem")
-    assert resolved.rc == 0, resolved.stderr
-    assert f"insmod /lib/modules/{kernel}/updates/dkms/nvidia-peermem.ko" in resolved.stdout, resolved.stdout
+    # Ubuntu 26.04's dkms (3.2) runs depmod only for a kernel whose image is installed ("Skipping depmod because
+    # '/lib/modules/<kernel>/modules.dep' is missing", its do_depmod); this node has that kernel's headers only, so
+    # depmod says here what it would write, as the kernel image's package runs it on a real node.
+    deps = host.check_output(f"depmod -n {kernel}")
+    assert re.search(r"^updates/dkms/nvidia-peermem\.ko(\.zst)?:", deps, re.M), deps[:2000]
 
 
 def test_driver_packages_are_the_dkms_ones_and_held(host):
