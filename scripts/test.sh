@@ -20,7 +20,7 @@ case " $* " in
 esac
 ensure_venv
 ensure_docker
-ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404
+ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404 ubuntu2604
 ensure_inotify
 # molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run
 case " $* " in

@@ -3,11 +3,11 @@ at once with their own variables and mutations, instead of one run per failure m
 
 - first_rerun: drv-skip as it is (skipped, says why); drv-debian12 with a newer TEST STAND-IN kernel
   image without headers (fails before any reboot); drv-ubuntu2404-signed with the sysfs stand-in of a
-  Pascal + Blackwell node (fails in the preflight); drv-ubuntu2404 with nvidia_driver_hold_kernel off
+  Pascal + Blackwell node (fails in the preflight); drv-ubuntu2604 with nvidia_driver_hold_kernel off
   (releases the kernel hold); drv-debian13 expecting another key than the stand-in CUDA repository's (refused,
   nothing written).
 - second_rerun: drv-ubuntu2404-signed with the fabric manager apart from the driver and
-  nvidia_driver_version_change refuse; drv-ubuntu2404 with Secure Boot on (EFI stand-in) and no MOK
+  nvidia_driver_version_change refuse; drv-ubuntu2604 with Secure Boot on (EFI stand-in) and no MOK
   password, and IMEX apart from the driver with nvidia_driver_version_change refuse. Both fail in the
   preflight, so this run is short. drv-debian13 pointed at the stand-in CUDA repository signed by a rogue key
   (refused before anything is written).
@@ -30,7 +30,9 @@ from playbook_runner import folded, recap, run_playbook_on_nodes
 NEW_KERNEL = "6.1.0-999-amd64"
 FABRIC_MANAGER_APART = "580.95.05-0ubuntu1"
 IMEX_APART = "580.95.05-0ubuntu1"
-KERNEL_META = "linux-headers-generic"  # held on drv-ubuntu2404
+KERNEL_META = "linux-headers-generic"  # held on drv-ubuntu2604
+# the branch of each node with Canonical's precompiled signed modules (molecule.yml)
+SIGNED_BRANCH = {"drv-ubuntu2404-signed": "580", "drv-ubuntu2604-signed": "595"}
 OTHER_KEY = "0123 4567 89AB CDEF 0123 4567 89AB CDEF 0123 4567"
 CUDA_FILES = "/etc/apt/sources.list.d/nvidia-driver-cuda.list /usr/share/keyrings/nvidia-driver-cuda-keyring.gpg"
 
@@ -74,7 +76,7 @@ def dpkg_version(host, package: str) -> str:
 
 @pytest.fixture(scope="session")
 def first_rerun() -> Rerun:
-    debian, ubuntu = node("drv-debian12"), node("drv-ubuntu2404")
+    debian, ubuntu = node("drv-debian12"), node("drv-ubuntu2604")
     before = {
         "kernel_meta_selection": ubuntu.check_output(f"dpkg --get-selections {KERNEL_META}").split(),
         "cuda_files": cuda_files(node("drv-debian13")),
@@ -88,7 +90,7 @@ def first_rerun() -> Rerun:
                 "drv-debian12": {},
                 "drv-debian13": {"nvidia_driver_cuda_repo_key_fingerprint": OTHER_KEY},
                 "drv-ubuntu2404-signed": {"drv_sysfs_standin": "/srv/mixed-pascal-blackwell-sysfs"},
-                "drv-ubuntu2404": {"nvidia_driver_hold_kernel": False},
+                "drv-ubuntu2604": {"nvidia_driver_hold_kernel": False},
             },
             before,
         )
@@ -98,7 +100,7 @@ def first_rerun() -> Rerun:
 
 @pytest.fixture(scope="session")
 def second_rerun() -> Rerun:
-    signed, dkms = node("drv-ubuntu2404-signed"), node("drv-ubuntu2404")
+    signed, dkms = node("drv-ubuntu2404-signed"), node("drv-ubuntu2604")
     before = {"cuda_files": cuda_files(node("drv-debian13"))}
     # Mutation: the package database says the fabric manager is 580.95.05 (as after a driver update that left it
     # behind); the refusing run must fail before changing anything and name the fix. The same for IMEX on the
@@ -113,7 +115,7 @@ def second_rerun() -> Rerun:
                 "drv-ubuntu2404-signed": {"nvidia_driver_version_change": "refuse"},
                 # Mutation: a repository that publishes the right key but is signed by another one
                 "drv-debian13": {"nvidia_driver_cuda_repo_url": "http://127.0.0.1:8766/rogue"},
-                "drv-ubuntu2404": {
+                "drv-ubuntu2604": {
                     "drv_secure_boot_standin": "/srv/secure-boot-sysfs",
                     "nvidia_driver_version_change": "refuse",
                 },

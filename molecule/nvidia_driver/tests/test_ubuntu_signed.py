@@ -1,14 +1,18 @@
-"""Verify the nvidia_driver role on Ubuntu 24.04 with Canonical's precompiled, signed open
-modules, on a node whose GPU facts say HGX H100 with NVSwitches and Secure Boot on (the
-sysfs stand-in of prepare.yml): no DKMS, the fabric manager at the driver's exact version."""
+"""Verify the nvidia_driver role on Ubuntu 24.04 (branch 580) and 26.04 (branch 595, kernel 7.0) with
+Canonical's precompiled, signed open modules, on nodes whose GPU facts say HGX H100 with NVSwitches and
+Secure Boot on (the sysfs stand-in of prepare.yml): no DKMS, the fabric manager at the driver's exact
+version. The verify steps' re-runs (conftest.py) take drv-ubuntu2404-signed only."""
 
 from __future__ import annotations
 
-from conftest import FABRIC_MANAGER_APART
+import pytest
+from conftest import FABRIC_MANAGER_APART, SIGNED_BRANCH
 
-testinfra_hosts = ["ansible://drv-ubuntu2404-signed"]
+testinfra_hosts = [f"ansible://{name}" for name in SIGNED_BRANCH]
 
-HELD = ("nvidia-headless-no-dkms-580-server-open", "nvidia-utils-580-server", "nvidia-fabricmanager-580")
+
+def _branch(host) -> str:
+    return SIGNED_BRANCH[host.backend.get_hostname()]
 
 
 def _version(host, package: str) -> str:
@@ -17,9 +21,10 @@ def _version(host, package: str) -> str:
 
 def test_precompiled_signed_modules_and_no_dkms(host):
     flavour = host.file("/etc/gpunode-test-kernel-flavour").content_string.strip()  # <ABI>-generic
-    assert host.package(f"linux-modules-nvidia-580-server-open-{flavour}").is_installed
+    branch = _branch(host)
+    assert host.package(f"linux-modules-nvidia-{branch}-server-open-{flavour}").is_installed
     assert not host.package("dkms").is_installed
-    assert not host.package("nvidia-dkms-580-server-open").is_installed
+    assert not host.package(f"nvidia-dkms-{branch}-server-open").is_installed
     module = host.check_output(f"find /lib/modules/{flavour} -path '*nvidia*' -name 'nvidia.ko*' | head -1")
     assert module, f"the precompiled package installed no nvidia.ko for {flavour}"
     assert host.check_output(f"modinfo -F vermagic {module}").startswith(flavour + " ")
@@ -28,11 +33,17 @@ def test_precompiled_signed_modules_and_no_dkms(host):
 
 
 def test_fabric_manager_has_the_drivers_exact_version_and_is_held(host):
-    driver = _version(host, "nvidia-kernel-common-580-server")
-    assert _version(host, "nvidia-fabricmanager-580") == driver
+    branch = _branch(host)
+    driver = _version(host, f"nvidia-kernel-common-{branch}-server")
+    assert _version(host, f"nvidia-fabricmanager-{branch}") == driver
     assert host.service("nvidia-fabricmanager").is_enabled
-    selections = host.check_output("dpkg --get-selections " + " ".join(HELD))
-    for package in HELD:
+    held = (
+        f"nvidia-headless-no-dkms-{branch}-server-open",
+        f"nvidia-utils-{branch}-server",
+        f"nvidia-fabricmanager-{branch}",
+    )
+    selections = host.check_output("dpkg --get-selections " + " ".join(held))
+    for package in held:
         assert [package, "hold"] in [line.split() for line in selections.splitlines()], selections
 
 
@@ -51,6 +62,8 @@ def test_auto_flavour_chose_open_from_the_h100s_device_id(first_rerun):
 def test_a_fabric_manager_apart_from_the_driver_fails_the_refusing_run_with_the_fix(host, second_rerun):
     # Mutation (conftest.py): the package database said the fabric manager is 580.95.05 (as after a driver update
     # that left it behind); site.yml's refusing run must fail before changing anything and name the fix.
+    if host.backend.get_hostname() != "drv-ubuntu2404-signed":
+        pytest.skip("the verify steps' re-runs take drv-ubuntu2404-signed")
     assert second_rerun.before["fabric_manager"] == FABRIC_MANAGER_APART
     driver = _version(host, "nvidia-kernel-common-580-server").split("-")[0]
     said = second_rerun.said
@@ -72,5 +85,5 @@ def test_the_next_boot_kernel_has_the_installed_drivers_precompiled_module(host)
     flavour = host.file("/etc/gpunode-test-kernel-flavour").content_string.strip()
     assert host.file(f"/boot/vmlinuz-{flavour}").is_file
     module = host.check_output(f"find /lib/modules/{flavour} -path '*nvidia*' -name 'nvidia.ko*' | head -1")
-    driver = _version(host, "nvidia-kernel-common-580-server").split("-")[0]
+    driver = _version(host, f"nvidia-kernel-common-{_branch(host)}-server").split("-")[0]
     assert host.check_output(f"modinfo -F version {module}") == driver
