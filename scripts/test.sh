@@ -22,10 +22,20 @@ ensure_venv
 ensure_docker
 ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404
 ensure_inotify
-# molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run
+# molecule/fleet renders the fleet report in headless Chromium, and molecule/arm64's node runs under qemu-user:
+# only when the molecule tests run. Where the kernel or the user cannot register qemu-aarch64, molecule/arm64 is
+# skipped saying why (GPUNODE_ARM64_UNAVAILABLE, tests/molecule/test_scenarios.py); the rest runs.
 case " $* " in
   *" -k unit "* | *" -k lint "* | *" -m "*"not molecule"*) ;;
-  *) ensure_chromium ;;
+  *)
+    ensure_chromium
+    if { why=$(ensure_arm64_emulation 2>&1 1>&3); } 3>&1; then
+      ensure_images debian12-arm64
+    else
+      echo "WARNING: no arm64 emulation, so molecule/arm64 is skipped: $why" >&2
+      export GPUNODE_ARM64_UNAVAILABLE="$why"
+    fi
+    ;;
 esac
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
