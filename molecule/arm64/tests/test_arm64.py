@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-
 testinfra_hosts = ["ansible://arm-debian12"]
 
 REPORT = "/var/lib/gpu-node-provisioning/validate.json"
