@@ -7,7 +7,9 @@
 #   bash scripts/build-upstream.sh --check [COMPONENT...]  exit 0 when every source can be fetched, 2 when not
 #   bash scripts/build-upstream.sh --dry-run [COMPONENT...] print what would be fetched and run
 #
-# Components: nvidia-container-toolkit, cri-o, containerd. Each is fetched at its pinned commit, built in a
+# Components: nvidia-container-toolkit, nvidia-container-toolkit-arm64 (the same four binaries cross-built for
+# arm64 with GOARCH=arm64 and Debian's aarch64 cross gcc: Go needs no emulation; they land in
+# nvidia-container-toolkit/bin-arm64/), cri-o, containerd. Each is fetched at its pinned commit, built in a
 # throwaway container of a Debian node image (gpunode:debian11: glibc 2.31, so the binaries run on every node
 # image), and its binaries land in $GPUNODE_UPSTREAM_DIR/<component>/ with a BUILD.md saying how. A component is
 # written only when its build succeeded: a failed build leaves the directory as it was.
@@ -24,7 +26,7 @@ DEBIAN_MIRROR=${GPUNODE_MIRROR:-http://deb.debian.org/debian}
 # component | repository | commit | version | Debian suite and Go package
 recipe() {
   case $1 in
-    nvidia-container-toolkit)
+    nvidia-container-toolkit | nvidia-container-toolkit-arm64)
       echo "NVIDIA/nvidia-container-toolkit d34b3046758cb1a5db606b2a39519c731bbf9f56 1.20.0 trixie-backports golang-1.25" ;;
     cri-o)
       echo "cri-o/cri-o 7d91b78fc79e2cd764eba15ead350984479be98f 1.35.6 trixie-backports golang-1.25" ;;
@@ -39,6 +41,7 @@ recipe() {
 sources_of() {  # the repositories a component is built from
   case $1 in
     cri-o) echo "cri-o cri-tools" ;;
+    nvidia-container-toolkit-arm64) echo nvidia-container-toolkit ;;
     *) echo "$1" ;;
   esac
 }
@@ -61,10 +64,18 @@ source_reachable() {
   timeout 30 git ls-remote -q "$1" HEAD >/dev/null 2>&1
 }
 
+dest_of() {  # where a component's build lands, under GPUNODE_UPSTREAM_DIR
+  case $1 in
+    nvidia-container-toolkit-arm64) echo nvidia-container-toolkit/bin-arm64 ;;
+    *) echo "$1" ;;
+  esac
+}
+
 build_commands() {
   # build_commands COMPONENT : the shell run in the build container (/src/<repo name>, Go on PATH, output /out)
   case $1 in
-    nvidia-container-toolkit)
+    nvidia-container-toolkit | nvidia-container-toolkit-arm64)
+      [ "$1" = nvidia-container-toolkit ] || echo "export GOARCH=arm64 CC=aarch64-linux-gnu-gcc"
       cat <<'EOF'
 cd /src/nvidia-container-toolkit
 pkg=github.com/NVIDIA/nvidia-container-toolkit
@@ -107,12 +118,14 @@ build_packages() {  # Debian packages the build container needs besides Go
   case $1 in
     cri-o) echo "make gcc libc6-dev pkg-config libseccomp-dev libsqlite3-dev libgpgme-dev" ;;
     nvidia-container-toolkit) echo "gcc libc6-dev" ;;
+    nvidia-container-toolkit-arm64) echo "gcc-aarch64-linux-gnu libc6-dev-arm64-cross" ;;
     *) echo "" ;;
   esac
 }
 
 main() {
   local mode=build components=() component repo commit version suite go name
+  work=  # global: the EXIT trap removes it after main has returned
   while [ $# -gt 0 ]; do
     case $1 in
       --check) mode=check ;;
@@ -131,7 +144,7 @@ main() {
       read -r repo commit version suite go < <(recipe "$name")
       if [ "$mode" = dry-run ]; then
         echo "$component: fetch $GIT_BASE/$repo at $commit ($version); Go from Debian $suite ($go-go, $go-src);" \
-          "build in gpunode:debian11 into $GPUNODE_UPSTREAM_DIR/$component"
+          "build in gpunode:debian11 into $GPUNODE_UPSTREAM_DIR/$(dest_of "$component")"
       elif ! source_reachable "$GIT_BASE/$repo.git"; then
         unreachable+=("$GIT_BASE/$repo.git")
       fi
@@ -146,7 +159,6 @@ main() {
 
   ensure_docker
   ensure_images debian11
-  local work
   work=$(mktemp -d "${TMPDIR:-/tmp}/build-upstream.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   for component in "${components[@]}"; do
@@ -169,12 +181,19 @@ main() {
       || die "building $component failed (output above); $GPUNODE_UPSTREAM_DIR/$component is unchanged"
     printf '# %s %s, built by scripts/build-upstream.sh\n\nSource: %s/%s at %s; Go %s from Debian %s.\n' \
       "$component" "$version" "$GIT_BASE" "$repo" "$commit" "$go" "$suite" > "$work/$component/out/BUILD.md"
-    mkdir -p "$GPUNODE_UPSTREAM_DIR"
-    rm -rf "$GPUNODE_UPSTREAM_DIR/$component.new"
-    cp -a "$work/$component/out" "$GPUNODE_UPSTREAM_DIR/$component.new"
-    rm -rf "$GPUNODE_UPSTREAM_DIR/$component"
-    mv "$GPUNODE_UPSTREAM_DIR/$component.new" "$GPUNODE_UPSTREAM_DIR/$component"
-    note "built $component into $GPUNODE_UPSTREAM_DIR/$component"
+    (cd "$work/$component/out" && printf '\n| binary | sha256 |\n|---|---|\n' && for name in nvidia-*; do
+      [ -f "$name" ] && printf '| %s | %s |\n' "$name" "$(sha256sum < "$name" | cut -d' ' -f1)"; done) \
+      >> "$work/$component/out/BUILD.md" || true
+    local dest
+    dest=$GPUNODE_UPSTREAM_DIR/$(dest_of "$component")
+    mkdir -p "$(dirname "$dest")"
+    rm -rf "$dest.new"
+    cp -a "$work/$component/out" "$dest.new"
+    # the amd64 toolkit keeps the arm64 build that lives inside it
+    [ ! -d "$dest/bin-arm64" ] || [ -e "$dest.new/bin-arm64" ] || mv "$dest/bin-arm64" "$dest.new/bin-arm64"
+    rm -rf "$dest"
+    mv "$dest.new" "$dest"
+    note "built $component into $dest"
   done
 }
 

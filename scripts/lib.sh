@@ -11,7 +11,8 @@ export GPUNODE_CACHE=${GPUNODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-node-p
 # molecule (.config/molecule/config.yml), the demo (molecule/resources/local_node.yml) and the tests. Default:
 # ../shared/upstream next to the project where that exists, else the cache folder that scripts/build-upstream.sh
 # builds into. resolve_upstream_dir exports it, absolute.
-UPSTREAM_COMPONENTS=(nvidia-container-toolkit cri-o containerd)
+# nvidia-container-toolkit-arm64: the toolkit cross-built for arm64, in nvidia-container-toolkit/bin-arm64/.
+UPSTREAM_COMPONENTS=(nvidia-container-toolkit nvidia-container-toolkit-arm64 cri-o containerd)
 
 resolve_upstream_dir() {
   if [ -z "${GPUNODE_UPSTREAM_DIR:-}" ]; then
@@ -30,6 +31,7 @@ upstream_missing() {
   for component in "${UPSTREAM_COMPONENTS[@]}"; do
     case $component in
       nvidia-container-toolkit) file=nvidia-container-toolkit/nvidia-container-runtime ;;
+      nvidia-container-toolkit-arm64) file=nvidia-container-toolkit/bin-arm64/nvidia-container-runtime ;;
       cri-o) file=cri-o/bin/crio ;;
       containerd) file=containerd/bin/containerd ;;
     esac
@@ -38,7 +40,7 @@ upstream_missing() {
 }
 
 ensure_upstream() {
-  # The test command's first step: the three components in GPUNODE_UPSTREAM_DIR, built from public source by
+  # The test command's first step: the components in GPUNODE_UPSTREAM_DIR, built from public source by
   # scripts/build-upstream.sh where they are missing and the source can be fetched; otherwise stop here, before
   # anything else, naming the variable, the script and the components.
   local missing
@@ -51,11 +53,11 @@ ensure_upstream() {
     missing=$(upstream_missing)
     [ -z "$missing" ] && return 0
   fi
-  die "the upstream builds the tests run are missing: $(echo $missing) (of nvidia-container-toolkit, cri-o,
-containerd) in GPUNODE_UPSTREAM_DIR=$GPUNODE_UPSTREAM_DIR, and their public source cannot be fetched from here.
-Fix: set GPUNODE_UPSTREAM_DIR to a directory holding the three builds (nvidia-container-toolkit/, cri-o/bin/,
-containerd/bin/, as BUILD.md in each describes), or run scripts/build-upstream.sh where GitHub and Debian's
-archive can be reached. Nothing was run."
+  die "the upstream builds the tests run are missing: $(echo $missing) (of ${UPSTREAM_COMPONENTS[*]}) in
+GPUNODE_UPSTREAM_DIR=$GPUNODE_UPSTREAM_DIR, and their public source cannot be fetched from here.
+Fix: set GPUNODE_UPSTREAM_DIR to a directory holding the builds (nvidia-container-toolkit/ with bin-arm64/ in it,
+cri-o/bin/, containerd/bin/, as BUILD.md in each describes), or run scripts/build-upstream.sh where GitHub and
+Debian's archive can be reached. Nothing was run."
 }
 
 die() {
@@ -177,6 +179,50 @@ ensure_chromium() {
   is_root && have_apt || die "Chromium is missing (molecule/fleet renders the fleet report in it). Fix: install the package chromium (Debian) or chromium-browser, as root."
   note "installing chromium (headless browser for molecule/fleet's fleet report)"
   apt_install chromium || die "apt-get install chromium failed; molecule/fleet needs it."
+}
+
+ensure_arm64_emulation() {
+  # The arm64 node (Grace: GH200/GB200 are aarch64) runs under qemu-user: Debian's qemu-user-static, registered in
+  # binfmt_misc with the fix-binary flag (F: the kernel opens the interpreter once, at registration, so a container
+  # needs no copy of it). Idempotent: an existing qemu-aarch64 entry is kept as it is (the host's own, or ours).
+  # Returns 1, saying why, where the kernel or the user cannot do it; the caller decides what that costs.
+  local dir=/proc/sys/fs/binfmt_misc entry conf=/usr/lib/binfmt.d/qemu-aarch64.conf
+  if [ "$(uname -m)" = aarch64 ]; then
+    return 0
+  fi
+  if [ -e "$dir/qemu-aarch64" ]; then
+    if grep -qx enabled "$dir/qemu-aarch64" && grep -q '^flags:.*F' "$dir/qemu-aarch64"; then
+      return 0
+    fi
+    echo "arm64 emulation: binfmt_misc has a qemu-aarch64 entry that is disabled or lacks the fix-binary flag (F); left as it is (see $dir/qemu-aarch64)" >&2
+    return 1
+  fi
+  if ! is_root; then
+    echo "arm64 emulation: qemu-aarch64 is not registered in binfmt_misc and this user ($(id -un)) is not root. Fix: as root, apt-get install qemu-user-static and register it with the F flag (systemd-binfmt or update-binfmts)." >&2
+    return 1
+  fi
+  if [ ! -e "$dir/register" ]; then
+    mount -t binfmt_misc binfmt_misc "$dir" 2>/dev/null || true
+  fi
+  if [ ! -e "$dir/register" ]; then
+    echo "arm64 emulation: the kernel offers no binfmt_misc here ($dir/register is missing and mounting binfmt_misc failed: a kernel without CONFIG_BINFMT_MISC, or a container without the right to mount it)." >&2
+    return 1
+  fi
+  if [ ! -x /usr/bin/qemu-aarch64-static ] && [ ! -x /usr/libexec/qemu-binfmt/aarch64-binfmt-P ]; then
+    note "installing qemu-user-static (arm64 node under emulation)"
+    apt_install qemu-user-static || { echo "arm64 emulation: apt-get install qemu-user-static failed" >&2; return 1; }
+  fi
+  # Debian's own entry (its package writes it for systemd-binfmt, flags OPF), else one of our own with the F flag
+  if [ -f "$conf" ] && grep -q ':[A-Z]*F[A-Z]*$' "$conf"; then
+    entry=$(cat "$conf")
+  else
+    entry=':qemu-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:/usr/bin/qemu-aarch64-static:F'
+  fi
+  if ! printf '%s' "$entry" > "$dir/register" 2>/dev/null; then
+    echo "arm64 emulation: the kernel refused to register qemu-aarch64 in $dir/register (a read-only or namespaced binfmt_misc)." >&2
+    return 1
+  fi
+  note "registered qemu-aarch64 in binfmt_misc (flags: $(sed -n 's/^flags: //p' "$dir/qemu-aarch64"))"
 }
 
 ensure_inotify() {

@@ -115,6 +115,9 @@ def test_dry_run_prints_each_recipe_pinned(tmp_path):
     assert "golang-1.26-go" in run.stdout and "golang-1.25-go" in run.stdout
     for component in COMPONENTS:
         assert f"into {tmp_path}/up/{component}" in run.stdout
+    # the toolkit cross-built for arm64 lands inside the toolkit's directory
+    assert "nvidia-container-toolkit-arm64: fetch https://github.com/NVIDIA/nvidia-container-toolkit at" in run.stdout
+    assert f"into {tmp_path}/up/nvidia-container-toolkit/bin-arm64" in run.stdout
     assert not (tmp_path / "up").exists()
 
 
@@ -146,7 +149,7 @@ def test_the_test_command_names_only_the_missing_component(tmp_path):
     run = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, env=_env(GPUNODE_UPSTREAM_DIR=str(up)), check=True
     )
-    assert run.stdout.split() == ["containerd"]
+    assert run.stdout.split() == ["nvidia-container-toolkit-arm64", "containerd"]
 
 
 def test_every_reader_of_the_variable_has_the_same_default():
