@@ -64,6 +64,11 @@ BATCHED = {
     },
     "slurp": {"src": "path", "path": "path"},
 }
+# What each module does where its task does not say: stat looks at a link itself and checksums; slurp reads the target.
+BATCH_DEFAULTS = {
+    "stat": {"follow": False, "get_checksum": True, "content": False},
+    "slurp": {"follow": True, "get_checksum": False, "content": True},
+}
 
 
 def read_problem(read) -> str | None:
@@ -111,9 +116,7 @@ def argument_sets(read: Mapping) -> list[dict]:
 
 def batch_request(kind: str, arguments: Mapping) -> dict:
     """node_files' entry for one stat or slurp module run."""
-    request = {"content": kind == "slurp", "get_checksum": False, "follow": kind == "slurp"}
-    if kind == "stat":
-        request.update({"get_checksum": True, "follow": False})
+    request = dict(BATCH_DEFAULTS[kind])
     for key, value in arguments.items():
         target = BATCHED[kind][key]
         if target:

@@ -50,7 +50,7 @@ class LookupModule(LookupBase):
         variables = variables or {}
         self.set_options(var_options=variables, direct=kwargs)
         rendered = []
-        for term in self.get_option("_terms") or terms:
+        for term in terms:
             found = self.find_file_in_search_path(variables, "templates", term)
             if not found:
                 raise AnsibleError(f"role_template: the template file {term} could not be found")
