@@ -11,8 +11,18 @@ export GPUNODE_CACHE=${GPUNODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-node-p
 # molecule (.config/molecule/config.yml), the demo (molecule/resources/local_node.yml) and the tests. Default:
 # ../shared/upstream next to the project where that exists, else the cache folder that scripts/build-upstream.sh
 # builds into. resolve_upstream_dir exports it, absolute.
-# nvidia-container-toolkit-arm64: the toolkit cross-built for arm64, in nvidia-container-toolkit/bin-arm64/.
+# nvidia-container-toolkit-arm64: the toolkit cross-built for arm64, in nvidia-container-toolkit/bin-arm64/; only the
+# opt-in arm64 scenario (GPUNODE_TEST_ARM64=1) needs it, so only then is it required.
 UPSTREAM_COMPONENTS=(nvidia-container-toolkit nvidia-container-toolkit-arm64 cri-o containerd)
+
+upstream_needed() {
+  # upstream_needed : the components this test run needs, one a line
+  local component
+  for component in "${UPSTREAM_COMPONENTS[@]}"; do
+    [ "$component" != nvidia-container-toolkit-arm64 ] || [ "${GPUNODE_TEST_ARM64:-0}" = 1 ] || continue
+    echo "$component"
+  done
+}
 
 resolve_upstream_dir() {
   if [ -z "${GPUNODE_UPSTREAM_DIR:-}" ]; then
@@ -26,9 +36,10 @@ resolve_upstream_dir() {
 }
 
 upstream_missing() {
-  # upstream_missing : the components that GPUNODE_UPSTREAM_DIR lacks (the file each BUILD.md names first), one a line
+  # upstream_missing : the needed components that GPUNODE_UPSTREAM_DIR lacks (the file each BUILD.md names first), one
+  # a line
   local component file
-  for component in "${UPSTREAM_COMPONENTS[@]}"; do
+  for component in $(upstream_needed); do
     case $component in
       nvidia-container-toolkit) file=nvidia-container-toolkit/nvidia-container-runtime ;;
       nvidia-container-toolkit-arm64) file=nvidia-container-toolkit/bin-arm64/nvidia-container-runtime ;;
@@ -53,10 +64,10 @@ ensure_upstream() {
     missing=$(upstream_missing)
     [ -z "$missing" ] && return 0
   fi
-  die "the upstream builds the tests run are missing: $(echo $missing) (of ${UPSTREAM_COMPONENTS[*]}) in
+  die "the upstream builds the tests run are missing: $(echo $missing) (of $(echo $(upstream_needed))) in
 GPUNODE_UPSTREAM_DIR=$GPUNODE_UPSTREAM_DIR, and their public source cannot be fetched from here.
-Fix: set GPUNODE_UPSTREAM_DIR to a directory holding the builds (nvidia-container-toolkit/ with bin-arm64/ in it,
-cri-o/bin/, containerd/bin/, as BUILD.md in each describes), or run scripts/build-upstream.sh where GitHub and
+Fix: set GPUNODE_UPSTREAM_DIR to a directory holding the builds (nvidia-container-toolkit/, with bin-arm64/ in it
+for GPUNODE_TEST_ARM64=1, cri-o/bin/, containerd/bin/, as BUILD.md in each describes), or run scripts/build-upstream.sh where GitHub and
 Debian's archive can be reached. Nothing was run."
 }
 

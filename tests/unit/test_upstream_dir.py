@@ -149,7 +149,34 @@ def test_the_test_command_names_only_the_missing_component(tmp_path):
     run = subprocess.run(
         ["bash", "-c", script], capture_output=True, text=True, env=_env(GPUNODE_UPSTREAM_DIR=str(up)), check=True
     )
+    assert run.stdout.split() == ["containerd"]
+    # the arm64 toolkit build is needed only by the opt-in arm64 scenario
+    run = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env=_env(GPUNODE_UPSTREAM_DIR=str(up), GPUNODE_TEST_ARM64="1"),
+        check=True,
+    )
     assert run.stdout.split() == ["nvidia-container-toolkit-arm64", "containerd"]
+
+
+def test_the_test_command_needs_no_arm64_build_unless_asked(tmp_path):
+    """CI's machine has the amd64 builds only: the upstream check passes without the arm64 build and without GitHub;
+    with GPUNODE_TEST_ARM64=1 it stops, naming the arm64 build and the variable."""
+    up = tmp_path / "up"
+    for path in ("nvidia-container-toolkit/nvidia-container-runtime", "cri-o/bin/crio", "containerd/bin/containerd"):
+        (up / path).parent.mkdir(parents=True, exist_ok=True)
+        (up / path).write_text("#!/bin/sh\n")
+        (up / path).chmod(0o755)
+    script = f". {ROOT}/scripts/lib.sh; ensure_upstream && echo upstream-ok"
+    env = _env(GPUNODE_UPSTREAM_DIR=str(up), GPUNODE_UPSTREAM_GIT=str(tmp_path / "nowhere"))
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode == 0 and run.stdout.strip() == "upstream-ok", run.stdout + run.stderr
+    env["GPUNODE_TEST_ARM64"] = "1"
+    run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "nvidia-container-toolkit-arm64" in run.stderr and "GPUNODE_TEST_ARM64=1" in run.stderr, run.stderr
 
 
 def test_every_reader_of_the_variable_has_the_same_default():
