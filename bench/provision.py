@@ -31,7 +31,7 @@ cgroup's cpuacct/cpu.stat; nested containers the doctor starts are not in it on 
 their memory after the run (cgroup, counted as `docker stats` counts it) and the 1-minute load
 average before and after it.
 
-Prints a table, the no-op runs as a Markdown table (README's Benchmark section), and writes the
+Prints a table, the no-op runs as a Markdown table (bench/README.md, "Fleet scale"), and writes the
 results as JSON to bench/results/<timestamp>.json.
 
 Targets printed next to the results:
@@ -650,7 +650,7 @@ def _load(run: Run) -> str:
 
 
 def render_markdown(runs: list[Run]) -> str:
-    """The no-op runs as a Markdown table, by strategy and node count (README's Benchmark section)."""
+    """The no-op runs as a Markdown table, by strategy and node count (bench/README.md, "Fleet scale")."""
     lines = [
         "| strategy | nodes | tasks | changed | wall s | controller CPU s/node | node CPU s/node | MiB/node "
         "| load (1 min) before -> after |",
