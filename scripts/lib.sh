@@ -113,6 +113,9 @@ ensure_venv() {
 
 docker_answers() { docker info >/dev/null 2>&1; }
 
+# where the engine this command starts logs
+DOCKERD_LOG=${GPUNODE_DOCKERD_LOG:-/var/log/gpunode-dockerd.log}
+
 ensure_docker() {
   if docker_answers; then
     return 0
@@ -132,16 +135,18 @@ ensure_docker() {
     systemctl start docker >/dev/null 2>&1 || true
   fi
   if ! docker_answers; then
-    note "starting dockerd in the background (log: /var/log/gpunode-dockerd.log)"
-    nohup dockerd >/var/log/gpunode-dockerd.log 2>&1 &
+    note "starting dockerd in the background (log: $DOCKERD_LOG)"
+    # in a session of its own: the engine outlives this command, so a Ctrl-C of the tests (SIGINT to the terminal's
+    # process group) or killing a run's process group does not take down the engine and every node on it
+    setsid nohup dockerd >"$DOCKERD_LOG" 2>&1 </dev/null &
   fi
   local i
   for i in $(seq 1 60); do
     docker_answers && return 0
     sleep 1
   done
-  tail -20 /var/log/gpunode-dockerd.log >&2 2>/dev/null || true
-  die "dockerd did not answer within 60 s (log above, /var/log/gpunode-dockerd.log)"
+  tail -20 "$DOCKERD_LOG" >&2 2>/dev/null || true
+  die "dockerd did not answer within 60 s (log above, $DOCKERD_LOG)"
 }
 
 ensure_ubuntu_keyring() {

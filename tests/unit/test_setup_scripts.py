@@ -71,3 +71,45 @@ def test_not_root_without_debootstrap_says_how_to_get_it(bare_path):
     assert run.returncode == 1
     assert "debootstrap is missing" in run.stderr
     assert "apt-get install debootstrap" in run.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="ensure_docker starts an engine only as root")
+def test_the_engine_it_starts_outlives_the_command_that_started_it(tmp_path):
+    """The engine ensure_docker starts runs in a session of its own: a Ctrl-C of the tests, or killing a test run's
+    process group, leaves it (and every node container on it) running. TEST STAND-INs for docker, dockerd and
+    systemctl: the engine is a sleep that records its session."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    ready, sid = tmp_path / "ready", tmp_path / "sid"
+    stubs = {
+        "docker": f'#!/bin/sh\n[ "$1" = info ] && [ -e {ready} ]\n',
+        "dockerd": f"#!/bin/sh\nps -o sid= -p $$ > {sid}\ntouch {ready}\nexec sleep 60\n",
+        "systemctl": "#!/bin/sh\nexit 1\n",
+    }
+    for name, text in stubs.items():
+        (bindir / name).write_text(text)
+        (bindir / name).chmod(0o755)
+    env = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "GPUNODE_DOCKERD_LOG": str(tmp_path / "dockerd.log"),
+    }
+    script = f". {ROOT}/scripts/lib.sh; ensure_docker; ps -o sid= -p $$; sleep 60"
+    run = subprocess.Popen(
+        ["/bin/bash", "-c", script], stdout=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        own = next(line.strip() for line in run.stdout if not line.startswith("==>"))
+        assert own and sid.exists(), "ensure_docker did not start the stand-in engine"
+        engine = sid.read_text().strip()
+        assert engine != own, f"the engine runs in the command's session {own}"
+        os.killpg(run.pid, 9)
+        run.wait()
+        alive = subprocess.run(["pgrep", "-s", engine, "sleep"], capture_output=True, text=True, check=False)
+        assert alive.returncode == 0, "the engine died with the command's process group"
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, 9)
+        if sid.exists():
+            subprocess.run(["pkill", "-s", sid.read_text().strip()], check=False)
