@@ -1,5 +1,7 @@
 """NVIDIA's REAL runtime (toolkit 1.20.0 from GPUNODE_UPSTREAM_DIR, in the stand-in packages) with the config.toml the
-toolkit role leaves, on docker and through the CRI of containerd 1.7 (nv-debian13) and 2.2 (nv-ubuntu2204).
+toolkit role leaves, on docker and through the CRI of containerd 1.7 (nv-debian13) and 2.2 (nv-ubuntu2204; and
+nv-ubuntu2604, Ubuntu 26.04's own docker.io 29.1.3, containerd 2.2.2 and runc 1.4.0, whose CRI pods need a cgroup v2
+host), and the doctor that converge.yml runs after the toolkit.
 
 Issue 24 item 4: the hardened config as NVIDIA's runtime reads it (its debug log shows each decision).
 Issue 24 item 5: no GPU through a CDI annotation or a volume mount for a pod that requests none (the fake GPU and
@@ -10,6 +12,7 @@ Each door is opened once (a mutation) to show that the test and the doctor's row
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -43,18 +46,36 @@ from tests.cri.doors import (
     set_in_config,
 )
 
-testinfra_hosts = ["ansible://nv-debian13", "ansible://nv-ubuntu2204"]
+testinfra_hosts = ["ansible://nv-debian13", "ansible://nv-ubuntu2204", "ansible://nv-ubuntu2604"]
 
 DOCKER_IMAGE = "gpunode-test/busybox:latest"
 RUNTIMES = ["docker", "containerd"]
+REPORT = "/var/lib/gpu-node-provisioning/validate.json"
+ISOLATION_ROWS = [
+    "docker: GPU isolation (default)",
+    "docker: GPU isolation (nvidia)",
+    "docker: GPU isolation (default, CAP_SYS_ADMIN)",
+    "containerd: GPU isolation (nvidia)",
+    "containerd: GPU isolation (default, CAP_SYS_ADMIN)",
+]
 
 
 def _name(host) -> str:
     return host.backend.get_hostname()
 
 
+# Harness quirk (molecule.yml): a node with its own cgroup2 tree on a cgroup v1 (hybrid) host (nv-ubuntu2604) has no
+# cpu controller, and containerd gives every pod sandbox CPU shares, so runc fails writing cpu.weight. Real nodes
+# (and nodes on a cgroup v2 host) have it.
+CGROUP_QUIRK = "cpu.weight: no such file or directory"
+
+
 @pytest.fixture
 def cri(host):
+    if host.run("stat -fc %T /sys/fs/cgroup").stdout.strip() == "cgroup2fs":
+        controllers = host.file("/sys/fs/cgroup/cgroup.controllers").content_string.split()
+        if "cpu" not in controllers:
+            pytest.skip(f"harness: no cpu controller in the node's cgroup2 tree (a cgroup v1 host): {CGROUP_QUIRK}")
     with CriClient(node_socket(_name(host))) as client:
         yield client
 
@@ -66,6 +87,25 @@ def doors_config(host):
     yield saved
     for path, content in saved.items():
         host.check_output(f"echo {content} | base64 -d > {path}")
+
+
+# ---------------------------------------------------------------------------------------------- the doctor
+
+
+def test_the_doctor_after_converge_finds_the_runtimes_isolated(host):
+    """converge.yml's doctor, a GPU pretended: its containers through docker's and CRI's default runtime (runc,
+    CAP_SYS_ADMIN) and through nvidia (NVIDIA's real runtime, NVIDIA_VISIBLE_DEVICES=all) see no device, on Debian
+    13's docker 26 and containerd 1.7 as on Ubuntu 26.04's docker.io 29.1.3 and containerd 2.2.2. No docker,
+    containerd, toolkit or door row fails: only the driver's two do (the pretended GPU has no driver)."""
+    report = json.loads(host.file(REPORT).content_string)
+    assert report["host"] == _name(host)
+    rows = {row["check"]: row for row in report["checks"]}
+    for check in ISOLATION_ROWS:
+        assert rows.get(check, {}).get("status") == "ok", (check, rows.get(check), sorted(rows))
+    runtime_rows = {c: r for c, r in rows.items() if c.split(":")[0] in ("docker", "containerd", "toolkit", "door")}
+    assert len(runtime_rows) >= 16, sorted(rows)
+    failed = {c: r for c, r in rows.items() if r["status"] == "fail"}
+    assert set(failed) <= {"NVIDIA driver", "nvidia-smi"}, json.dumps(failed, indent=1)
 
 
 # ---------------------------------------------------------------------------------------------- item 1 and 4
