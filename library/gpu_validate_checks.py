@@ -11,9 +11,10 @@ module: gpu_validate_checks
 short_description: Run the GPU node doctor's checks on the node and return one row per check
 description:
   - Runs the checks of the families asked for, in one process on the node, and returns their rows
-    C({check, status, detail, fix}) in the doctor's order (driver, toolkit, the runtimes of O(runtimes) in
-    their order, isolation, doors, cdi, mig, fabric, health, fuse, security, confinement, kubelet, dra), whatever the
-    order of O(families).
+    C({check, status, detail, fix, family}) in the doctor's order (driver, toolkit, runtime, the runtimes of
+    O(runtimes) in their order, isolation, doors, cdi, mig, fabric, health, fuse, security, confinement, kubelet,
+    dra), whatever the order of O(families). The families and their order are those of
+    C(plugins/module_utils/gpu_validate_families.py).
     The role gpu_validate prints them as a table, writes the report files and fails the node on a failed check;
     this module never fails on a check.
   - "The checks ask the node as it is now: the loaded driver and C(nvidia-smi), the installed kernels and their
@@ -55,8 +56,8 @@ options:
     description: Which checks to run.
     type: list
     elements: str
-    choices: [driver, toolkit, docker, containerd, crio, isolation, doors, cdi, mig, fabric, health, fuse, security,
-      confinement, kubelet, dra]
+    choices: [driver, toolkit, runtime, docker, containerd, crio, isolation, doors, cdi, mig, fabric, health, fuse,
+      security, confinement, kubelet, dra]
     required: true
   node:
     description:
@@ -335,12 +336,15 @@ EXAMPLES = r"""
 
 RETURN = r"""
 checks:
-  description: One row per check, in the doctor's order.
+  description:
+    - One row per check, in the doctor's order, C({check, status, detail, fix, family}).
+    - C(family) is the family whose checks built the row (a choice of O(families)); the fleet report groups the rows
+      by it.
   returned: always
   type: list
   elements: dict
   sample:
-    - {check: NVIDIA driver, status: ok, detail: "580.95.05 loaded (pin: version 580.95.05)", fix: ""}
+    - {check: NVIDIA driver, status: ok, detail: "580.95.05 loaded (pin: version 580.95.05)", fix: "", family: driver}
 toolkit_installed:
   description: Whether the toolkit is installed (package or C(nvidia-ctk)); null when O(families) has no V(toolkit).
   returned: always
@@ -368,41 +372,31 @@ import stat
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpu_validate_cdi import check_cdi
 from ansible.module_utils.gpu_validate_containerd import check_containerd, check_containerd_isolation, containerd_state
-from ansible.module_utils.gpu_validate_containers import device_plugin_row
+from ansible.module_utils.gpu_validate_containers import check_runtime, device_plugin_row
 from ansible.module_utils.gpu_validate_crio import check_crio, check_crio_isolation, crio_state
 from ansible.module_utils.gpu_validate_docker import check_docker, check_docker_isolation
 from ansible.module_utils.gpu_validate_doors import check_doors
 from ansible.module_utils.gpu_validate_dra import check_dra
 from ansible.module_utils.gpu_validate_driver import check_driver, check_toolkit
 from ansible.module_utils.gpu_validate_fabric import check_fabric
+from ansible.module_utils.gpu_validate_families import NAMES
 from ansible.module_utils.gpu_validate_fuse import check_confinement, check_fuse, check_security
 from ansible.module_utils.gpu_validate_health import XID_FAIL, check_health
 from ansible.module_utils.gpu_validate_host import Node
 from ansible.module_utils.gpu_validate_kubelet import check_kubelet
 from ansible.module_utils.gpu_validate_mig import check_mig
 
-FAMILIES = (
-    "driver",
-    "toolkit",
-    "docker",
-    "containerd",
-    "crio",
-    "isolation",
-    "doors",
-    "cdi",
-    "mig",
-    "fabric",
-    "health",
-    "fuse",
-    "security",
-    "confinement",
-    "kubelet",
-    "dra",
-)
+FAMILIES = NAMES  # the families in the doctor's order (plugins/module_utils/gpu_validate_families.py)
+
+
+def of_family(family: str, rows: list) -> list:
+    """The rows of one family's checks, each carrying its family (a name of FAMILIES)."""
+    return [{**row, "family": family} for row in rows]
 
 
 def run_checks(params: dict, host: Node) -> dict:
-    """The rows of the families in params["families"], in the doctor's order, and whether the toolkit is installed."""
+    """The rows of the families in params["families"], in the doctor's order, each with its family, and whether the
+    toolkit is installed."""
     node = dict(params["node"] or {})
     if params.get("has_gpu") is not None:
         node["has_gpu"] = params["has_gpu"]
@@ -411,37 +405,40 @@ def run_checks(params: dict, host: Node) -> dict:
     toolkit_installed = None
     confinement = None
     if "driver" in families:
-        rows += check_driver(params, node, host)
+        rows += of_family("driver", check_driver(params, node, host))
     if "toolkit" in families:
         toolkit_rows, toolkit_installed = check_toolkit(params, node, host)
-        rows += toolkit_rows
+        rows += of_family("toolkit", toolkit_rows)
     known = toolkit_installed if toolkit_installed is not None else bool(params["toolkit_installed"])
+    if "runtime" in families:
+        rows += of_family("runtime", check_runtime(params, node, host))
     # The runtimes in the order asked (gpu_validate_runtimes, else as the facts list them).
     containerd = crio = None
     for runtime in params["runtimes"]:
         if runtime == "docker" and "docker" in families:
-            rows += check_docker(params, node, host, known)
+            rows += of_family("docker", check_docker(params, node, host, known))
         elif runtime == "containerd" and "containerd" in families:
             containerd = containerd_state(params, node, host)
-            rows += check_containerd(params, node, host, known, containerd)
+            rows += of_family("containerd", check_containerd(params, node, host, known, containerd))
         elif runtime == "crio" and "crio" in families:
             crio = crio_state(params, node, host)
-            rows += check_crio(params, node, host, known, crio)
+            rows += of_family("crio", check_crio(params, node, host, known, crio))
     if "isolation" in families:
-        rows += check_docker_isolation(params, node, host)
+        isolation = list(check_docker_isolation(params, node, host))
         if "containerd" in params["runtimes"]:
             containerd = containerd or containerd_state(params, node, host)
-            rows += check_containerd_isolation(params, node, host, containerd)
+            isolation += check_containerd_isolation(params, node, host, containerd)
         if "crio" in params["runtimes"]:
             crio = crio or crio_state(params, node, host)
-            rows += check_crio_isolation(params, node, host, crio)
-        rows.append(device_plugin_row(params, node))
+            isolation += check_crio_isolation(params, node, host, crio)
+        isolation.append(device_plugin_row(params, node))
+        rows += of_family("isolation", isolation)
     if "doors" in families:
         if "containerd" in params["runtimes"]:
             containerd = containerd or containerd_state(params, node, host)
         if "crio" in params["runtimes"]:
             crio = crio or crio_state(params, node, host)
-        rows += check_doors(
+        doors = check_doors(
             params,
             node,
             host,
@@ -449,33 +446,34 @@ def run_checks(params: dict, host: Node) -> dict:
             containerd if "containerd" in params["runtimes"] else None,
             crio if "crio" in params["runtimes"] else None,
         )
+        rows += of_family("doors", doors)
     if "cdi" in families:
         if "containerd" in params["runtimes"]:
             containerd = containerd or containerd_state(params, node, host)
         if "crio" in params["runtimes"]:
             crio = crio or crio_state(params, node, host)
-        rows += check_cdi(params, node, host, containerd, crio)
+        rows += of_family("cdi", check_cdi(params, node, host, containerd, crio))
     if "mig" in families:
-        rows += check_mig(params, node, host)
+        rows += of_family("mig", check_mig(params, node, host))
     if "fabric" in families:
-        rows += check_fabric(params, node, host)
+        rows += of_family("fabric", check_fabric(params, node, host))
     if "health" in families:
-        rows += check_health(params, node, host)
+        rows += of_family("health", check_health(params, node, host))
     if "fuse" in families:
-        rows += check_fuse(params, node, host)
+        rows += of_family("fuse", check_fuse(params, node, host))
     if "security" in families:
-        rows += check_security(params, node, host)
+        rows += of_family("security", check_security(params, node, host))
     if "confinement" in families:
         confinement_rows, confinement = check_confinement(params, node, host)
-        rows += confinement_rows
+        rows += of_family("confinement", confinement_rows)
     if "kubelet" in families:
-        rows += check_kubelet(params, node, host)
+        rows += of_family("kubelet", check_kubelet(params, node, host))
     if "dra" in families:
         if "containerd" in params["runtimes"]:
             containerd = containerd or containerd_state(params, node, host)
         if "crio" in params["runtimes"]:
             crio = crio or crio_state(params, node, host)
-        rows += check_dra(params, node, host, containerd, crio)
+        rows += of_family("dra", check_dra(params, node, host, containerd, crio))
     return {"checks": rows, "toolkit_installed": toolkit_installed, "fuse_confinement": confinement}
 
 

@@ -44,10 +44,13 @@
     Whether the fleet report must be written: ``files`` is a list of {path, content} on the controller; True when
     one is missing or holds other text (it reads the controller's files: the role rewrites them only then).
 
+Families: each row carries its family (``family``: the doctor's family whose checks built it, set by the node-side
+module; "rollout" for a rollout's row), the filter of the HTML page; ``families`` lists them in the doctor's order,
+the registry plugins/module_utils/gpu_validate_families.py (others after it, by name).
+
 `gpu_fleet_family(check)` (used by gpu_fleet_report, not a filter)
-    The check family of a row's name (driver, toolkit, runtime, docker, containerd, crio, cdi, mig, fabric, fuse,
-    security, kubelet),
-    the filter of the HTML page: the prefix before ": " for a runtime's rows, else by name; "other".
+    Only for a row without a family (a node report of a version before issue 51): the family from the row's name
+    (LEGACY_FAMILY_RULES), else the prefix before ": ", else "other".
 
 Pure functions; the unit tests call them without Ansible.
 """
@@ -71,47 +74,35 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
 
 STATUSES = ("ok", "warn", "fail", "skipped")
 NODE_STATUSES = ("fail", "warn", "ok", "none")
-# (pattern on the check's name, family), first match wins; the families in the doctor's order.
-FAMILY_RULES = (
+# Only for the rows of a node report from a version of this project before rows carried their family (issue 51): a
+# node's validate.json or a fleet report written then. (pattern on the check's name, family of the registry), first
+# match wins; the unit tests hold every row the doctor builds now to these rules.
+LEGACY_FAMILY_RULES = (
     (r"^(NVIDIA driver|nvidia-smi|nvidia-peermem|driver\b)", "driver"),
-    (r"^container toolkit", "toolkit"),
-    (r"^container runtime", "runtime"),
+    (r"^container toolkit$", "toolkit"),
+    (r"^container runtime$", "runtime"),
+    (r"^(docker|containerd|crio): GPU isolation \(default, CAP_SYS_ADMIN\)$|^device plugin vs node$", "isolation"),
+    (r"^door: |^toolkit: GPU by volume mount$|^(containerd|crio): CDI annotations of pods$", "doors"),
     (r"^docker:", "docker"),
     (r"^containerd:", "containerd"),
     (r"^crio:", "crio"),
     (r"^CDI spec", "cdi"),
     (r"^MIG$", "mig"),
     (r"^(IMEX|NVLink fabric)$", "fabric"),
-    (r"^GPU health:", "health"),
-    (r"^GPU settings$", "settings"),
-    (r"(?i)^(/dev/fuse|fuse\b)", "fuse"),
-    (r"(?i)^(apparmor|seccomp)\b", "security"),
-    (r"(?i)^kubelet\b", "kubelet"),
+    (r"^(GPU health: |GPU settings$)", "health"),
+    (r"^/dev/fuse$", "fuse"),
+    (r"^(AppArmor|seccomp) profile\b", "security"),
+    (r"^FUSE confinement$", "confinement"),
+    (r"^kubelet\b", "kubelet"),
     (r"^(GPU allocation|DRA prerequisites)$", "dra"),
-)
-FAMILY_ORDER = (
-    "driver",
-    "toolkit",
-    "runtime",
-    "docker",
-    "containerd",
-    "crio",
-    "cdi",
-    "mig",
-    "fabric",
-    "health",
-    "settings",
-    "fuse",
-    "security",
-    "kubelet",
-    "dra",
 )
 
 
 def gpu_fleet_family(check: str) -> str:
-    """The family of a check's name; a name no rule knows: its prefix before ': ', else 'other'."""
+    """The family of a row that carries none (a report of an older version; LEGACY_FAMILY_RULES) from its name; a
+    name no rule knows: its prefix before ': ', else 'other'."""
     name = str(check or "")
-    for pattern, family in FAMILY_RULES:
+    for pattern, family in LEGACY_FAMILY_RULES:
         if re.search(pattern, name):
             return family
     prefix, sep, _ = name.partition(": ")
@@ -137,6 +128,7 @@ def _rows(host: str, checks) -> list[dict]:
                 "status": status,
                 "detail": " ".join(str(item.get("detail") or "").split()),
                 "fix": " ".join(str(item.get("fix") or "").split()),
+                "family": str(item.get("family") or "").strip(),  # '' for a row of an older version
             }
         )
     return rows
@@ -152,6 +144,7 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
             raise AnsibleFilterError("gpu_fleet_report: hosts must be a list as long as the list of results")
         nodes = [{"host": host, "checks": checks} for host, checks in zip(hosts, nodes, strict=True)]
     order: list[str] = []  # check names in the doctor's order, first seen first
+    carried: dict[str, str] = {}  # check name: the family its rows carry (the first node's that carries one)
     documents = []
     for entry in nodes:
         if not isinstance(entry, Mapping) or not str(entry.get("host") or "").strip():
@@ -175,6 +168,8 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
         for row in rows:
             if row["check"] not in order:
                 order.append(row["check"])
+            if row["family"]:
+                carried.setdefault(row["check"], row["family"])
         counts = {status: sum(1 for row in rows if row["status"] == status) for status in STATUSES}
         status = "fail" if counts["fail"] else "warn" if counts["warn"] else "ok"
         health = gpu_node_health(rows)
@@ -194,7 +189,12 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
         return sum(1 for doc in documents if doc["cells"].get(check, {}).get("status") == status)
 
     checks = [
-        {"check": name, "family": gpu_fleet_family(name), "fail": count(name, "fail"), "warn": count(name, "warn")}
+        {
+            "check": name,
+            "family": carried.get(name) or gpu_fleet_family(name),
+            "fail": count(name, "fail"),
+            "warn": count(name, "warn"),
+        }
         for name in order
     ]
     checks.sort(key=lambda c: (-c["fail"], -c["warn"]))  # stable: the doctor's order within equal counts
@@ -208,7 +208,8 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
         )
     )
     found = {c["family"] for c in checks}
-    families = [f for f in FAMILY_ORDER if f in found] + sorted(found.difference(FAMILY_ORDER))
+    known = _families.NAMES
+    families = [f for f in known if f in found] + sorted(found.difference(known))
     node_counts = {status: sum(1 for d in documents if d["status"] == status) for status in NODE_STATUSES}
     cell_counts = {status: sum(count(c["check"], status) for c in checks) for status in STATUSES}
     return {
@@ -238,6 +239,8 @@ def _controller_files():
 
 
 gpu_node_health = _controller_files().load_module_util("gpu_validate_logic").node_health
+# The doctor's families in its order (the one registry; the node-side module reads the same file).
+_families = _controller_files().load_module_util("gpu_validate_families")
 
 
 def gpu_fleet_results(
@@ -267,11 +270,18 @@ def gpu_fleet_with_others(results, hosts, existing) -> list:
     except ValueError:
         document = {}  # a report someone broke by hand is written anew
     ours = set(hosts)
-    for entry in document.get("nodes") or [] if isinstance(document, Mapping) else []:
+    document = document if isinstance(document, Mapping) else {}
+    # the report's cells hold no family: each check's family is in its list of checks
+    families = {c.get("check"): c.get("family") for c in document.get("checks") or [] if isinstance(c, Mapping)}
+    for entry in document.get("nodes") or []:
         if not isinstance(entry, Mapping) or entry.get("host") in ours or not entry.get("host"):
             continue
         cells = entry.get("cells") or {}
-        checks = None if entry.get("status") == "none" else [{"check": name, **cell} for name, cell in cells.items()]
+        checks = (
+            None
+            if entry.get("status") == "none"
+            else [{"check": name, **cell, "family": families.get(name) or ""} for name, cell in cells.items()]
+        )
         nodes.append({"host": entry["host"], "checks": checks})
     return nodes
 

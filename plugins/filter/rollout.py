@@ -424,6 +424,7 @@ def gpu_rollout_results(previous, node="") -> list:
             + (" (the node stays cordoned)" if previous.get("cordoned") else ""),
             "fix": f"fix the cause, then run playbooks/{rollout}.yml again: it resumes on {node or 'this node'} "
             f"(kubectl annotate node {node or '<node>'} {ANNOTATION}- forgets the stop)",
+            "family": "rollout",  # not one of the doctor's: the fleet report lists it after them
         }
     ]
 

@@ -2,10 +2,11 @@
 # Apache License 2.0 (see LICENSE)
 """Filters of the gpu_validate role: the per-node summary table and the inputs it reads.
 
-Each check of the role is data, a mapping with four keys:
+Each check of the role is data, a mapping with four keys and the family of the check that built it:
 
     {"check": "docker: nvidia runtime", "status": "ok|warn|fail|skipped",
-     "detail": "what was found", "fix": "what to do about it ('' when nothing)"}
+     "detail": "what was found", "fix": "what to do about it ('' when nothing)",
+     "family": "docker"}   # plugins/module_utils/gpu_validate_families.py; kept where a row has one
 
 `gpu_validate_table(results, host="")`
     The one table per node the role prints and writes to validate.txt: a headline with the
@@ -30,7 +31,8 @@ Each check of the role is data, a mapping with four keys:
     runtimes_installed), which is checked through its own binary, socket and unit; each once, in order.
 
 `gpu_validate_families(check_fuse=True, check_security=True, check_kubelet=True)`
-    The families of checks the node-side module gpu_validate_checks runs, the optional ones as the role's
+    The families of checks the node-side module gpu_validate_checks runs (the registry
+    plugins/module_utils/gpu_validate_families.py, in its order), the optional ones as the role's
     gpu_validate_check_* switches say.
 
 `gpu_validate_files_pending(states, files, mode="0644")`
@@ -89,14 +91,15 @@ def _checks(results) -> list[dict[str, str]]:
             raise AnsibleFilterError(
                 f"gpu_validate: check '{name}' has status {item.get('status')!r}; use one of {', '.join(STATUSES)}"
             )
-        checks.append(
-            {
-                "check": name,
-                "status": status,
-                "detail": " ".join(str(item.get("detail") or "").split()),
-                "fix": " ".join(str(item.get("fix") or "").split()),
-            }
-        )
+        check = {
+            "check": name,
+            "status": status,
+            "detail": " ".join(str(item.get("detail") or "").split()),
+            "fix": " ".join(str(item.get("fix") or "").split()),
+        }
+        if str(item.get("family") or "").strip():
+            check["family"] = str(item["family"]).strip()
+        checks.append(check)
     return checks
 
 
@@ -193,19 +196,15 @@ def gpu_validate_files_pending(states, files, mode: str = "0644") -> bool:
     return False
 
 
-# The families of the node-side module, in its order; the optional ones follow their switch.
-FAMILIES = ("driver", "toolkit", "docker", "containerd", "crio", "isolation", "doors", "cdi", "mig", "fabric", "health")
-OPTIONAL_FAMILIES = (
-    ("check_fuse", ("fuse", "confinement")),
-    ("check_security", ("security",)),
-    ("check_kubelet", ("kubelet", "dra")),
-)
-
-
 def gpu_validate_families(check_fuse=True, check_security=True, check_kubelet=True) -> list:
-    """The families of checks to run: every fixed one, then those whose switch is on."""
-    switches = {"check_fuse": check_fuse, "check_security": check_security, "check_kubelet": check_kubelet}
-    return list(FAMILIES) + [f for switch, families in OPTIONAL_FAMILIES if switches[switch] for f in families]
+    """The families of checks to run, in the doctor's order (the registry, gpu_validate_families.py): every family
+    without a switch, and those whose switch (gpu_validate_check_<name>) is on."""
+    switches = {
+        "gpu_validate_check_fuse": check_fuse,
+        "gpu_validate_check_security": check_security,
+        "gpu_validate_check_kubelet": check_kubelet,
+    }
+    return [name for name in _families.NAMES if _families.SWITCHES[name] is None or switches[_families.SWITCHES[name]]]
 
 
 def gpu_validate_runtimes(node, asked=()) -> list:
@@ -240,6 +239,7 @@ def _controller_files():
 
 
 _logic = _controller_files().load_module_util("gpu_validate_logic")
+_families = _controller_files().load_module_util("gpu_validate_families")
 
 gpu_validate_userns_missing = _logic.userns_missing
 

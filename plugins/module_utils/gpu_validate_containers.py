@@ -1,8 +1,8 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
 """What the runtime families (docker, containerd, CRI-O) share: a test container under timeout and its row, the
-device count a counting container prints, the "<runtime>: default runtime" row, and the isolation family's
-"device plugin vs node" row.
+device count a counting container prints, the "<runtime>: default runtime" row, the runtime family's row (a node
+without a container runtime) and the isolation family's "device plugin vs node" row.
 
 The node-side module gpu_validate_checks imports this file as ansible.module_utils.gpu_validate_containers.
 Stdlib only, Python 3.8+ (the node's python3).
@@ -134,6 +134,21 @@ def default_runtime_row(
     return table_row(
         check, "fail", detail, "Set nvidia_container_toolkit_set_as_default: false and run site.yml --tags runtime"
     )
+
+
+def check_runtime(params: dict, node: dict, host: Node) -> list:
+    """The runtime family: a "container runtime" row that warns when the doctor has no container runtime to check
+    (params["runtimes"] is empty); no row otherwise (the runtimes' own families check them)."""
+    if params["runtimes"]:
+        return []
+    return [
+        table_row(
+            "container runtime",
+            "warn",
+            "none of docker, containerd and CRI-O is installed",
+            "Install the cluster's container runtime, then run site.yml --tags runtime",
+        )
+    ]
 
 
 def device_plugin_row(params: dict, node: dict) -> dict:

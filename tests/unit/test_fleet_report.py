@@ -42,20 +42,25 @@ FAILING = [
         ("nvidia-peermem", "driver"),
         ("container toolkit", "toolkit"),
         ("container runtime", "runtime"),
-        ("docker: GPU isolation (default, CAP_SYS_ADMIN)", "docker"),
+        ("docker: GPU isolation (default)", "docker"),
+        ("docker: GPU isolation (default, CAP_SYS_ADMIN)", "isolation"),
+        ("device plugin vs node", "isolation"),
+        ("toolkit: GPU by volume mount", "doors"),
         ("containerd: CRI plugin", "containerd"),
         ("crio: nvidia runtime", "crio"),
         ("CDI spec", "cdi"),
+        ("GPU settings", "health"),
         ("/dev/fuse", "fuse"),
-        ("FUSE confinement", "fuse"),
+        ("FUSE confinement", "confinement"),
         ("AppArmor profile fuse", "security"),
         ("seccomp profile fuse", "security"),
         ("kubelet configuration", "kubelet"),
-        ("device plugin: registered", "device plugin"),
+        ("rollout: upgrade_driver", "rollout"),
         ("something new", "other"),
     ],
 )
-def test_each_check_name_has_its_family(check, family):
+def test_a_row_without_a_family_gets_one_from_its_name(check, family):
+    """Only rows of a node report from a version before rows carried their family (issue 51) go by name."""
     assert fleet.gpu_fleet_family(check) == family
 
 
@@ -208,3 +213,70 @@ def test_a_slice_replaces_its_own_nodes_and_keeps_the_other_slices():
     ] == ["a"]
     with pytest.raises(AnsibleFilterError):
         fleet.gpu_fleet_with_others([ok], ["a", "b"], "")
+
+
+# ---- issue 51: each row's own family, from the registry plugins/module_utils/gpu_validate_families.py -------------
+
+
+def test_rows_are_grouped_by_their_own_family_and_the_families_come_in_the_registrys_order():
+    """A row's family is the one it carries (the doctor sets it), not one its name suggests; the families follow the
+    registry, then any other (a rollout's row) by name."""
+    rows = [
+        {**_row("kubelet configuration", "ok"), "family": "kubelet"},
+        {**_row("a check named anyhow", "warn", "x"), "family": "fuse"},
+        {**_row("docker: GPU isolation (default, CAP_SYS_ADMIN)", "ok"), "family": "isolation"},
+        {**_row("rollout: upgrade_driver", "fail", "stopped"), "family": "rollout"},
+        {**_row("NVIDIA driver", "ok"), "family": "driver"},
+    ]
+    report = fleet.gpu_fleet_report([rows], ["a"])
+    assert {c["check"]: c["family"] for c in report["checks"]} == {
+        "kubelet configuration": "kubelet",
+        "a check named anyhow": "fuse",
+        "docker: GPU isolation (default, CAP_SYS_ADMIN)": "isolation",
+        "rollout: upgrade_driver": "rollout",
+        "NVIDIA driver": "driver",
+    }
+    assert report["families"] == ["driver", "isolation", "fuse", "kubelet", "rollout"]
+    # the cells stay as they were: status, detail, fix
+    assert report["nodes"][0]["cells"]["a check named anyhow"] == {"status": "warn", "detail": "x", "fix": ""}
+
+
+def test_a_node_of_an_older_version_without_families_joins_the_report_by_its_names():
+    """One node runs this version (rows with family), one an older one (none): a check the new node's rows name gets
+    their family; a check only the old node has gets the family its name gives."""
+    new = [
+        {**_row("NVIDIA driver", "ok"), "family": "driver"},
+        {**_row("docker: GPU isolation (default, CAP_SYS_ADMIN)", "ok"), "family": "isolation"},
+    ]
+    old = [_row("docker: GPU isolation (default, CAP_SYS_ADMIN)", "fail", "sees 2"), _row("FUSE confinement", "warn")]
+    report = fleet.gpu_fleet_report([old, new], ["old", "new"])
+    assert {c["check"]: c["family"] for c in report["checks"]} == {
+        "docker: GPU isolation (default, CAP_SYS_ADMIN)": "isolation",
+        "FUSE confinement": "confinement",
+        "NVIDIA driver": "driver",
+    }
+    assert report["families"] == ["driver", "isolation", "confinement"]
+    # the same report from the old node's rows alone: every family by name
+    legacy = fleet.gpu_fleet_report([GOOD], ["old"])
+    assert [c["family"] for c in legacy["checks"]] == ["driver", "docker", "fuse", "kubelet"]
+    # a row's family wins over what its name says
+    renamed = fleet.gpu_fleet_report([[{**_row("/dev/fuse", "ok"), "family": "security"}]], ["n"])
+    assert renamed["checks"][0]["family"] == "security" and renamed["families"] == ["security"]
+
+
+def test_a_slice_keeps_the_families_of_the_other_slices_nodes():
+    """The report's cells hold no family: a node another slice wrote gets each check's family from the report's
+    list of checks."""
+    first = fleet.gpu_fleet_report([[{**_row("a check named anyhow", "ok"), "family": "mig"}]], ["a"])
+    nodes = fleet.gpu_fleet_with_others([None], ["b"], json.dumps(first))
+    assert nodes[1]["checks"] == [
+        {"check": "a check named anyhow", "status": "ok", "detail": "", "fix": "", "family": "mig"}
+    ]
+    assert fleet.gpu_fleet_report(nodes)["families"] == ["mig"]
+
+
+def test_a_rollouts_row_carries_its_family():
+    rollout = load_module("rollout", subdir="plugins/filter")
+    rows = rollout.gpu_rollout_results({"rollout": "upgrade_driver", "step": "drain"}, "gpu-1")
+    hostvars = {"a": {"gpu_rollout_results": rows}}
+    assert fleet.gpu_fleet_results(["a"], hostvars)[0][0]["family"] == "rollout"

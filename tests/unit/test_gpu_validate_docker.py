@@ -290,8 +290,9 @@ def test_the_docker_family_runs_its_containers_with_the_options_under_timeout():
         }
     )
     result = checks.run_checks(params(families=["isolation", "docker"], runtimes=["docker"], node=facts, **IMG), fake)
-    assert result["checks"][:5] == DOCKER_OK
+    assert result["checks"][:5] == [{**row, "family": "docker"} for row in DOCKER_OK]
     assert result["checks"][5]["check"] == "docker: GPU isolation (default, CAP_SYS_ADMIN)"
+    assert result["checks"][5]["family"] == "isolation"
     assert result["checks"][5]["detail"] == (
         "a FUSE-like container (CAP_SYS_ADMIN, NVIDIA_VISIBLE_DEVICES=all, no GPU requested) sees 4 /dev/nvidia*"
         " devices: the default runtime hands out GPUs"

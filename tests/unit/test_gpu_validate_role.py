@@ -277,6 +277,10 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert checks["docker: default runtime"]["detail"] == "runc (nvidia is not the default)"
     assert checks["crio: nvidia runtime"]["status"] == "ok"
     assert checks["AppArmor profile fuse"]["detail"] == "installed and loaded (enforce)"
+    # validate.json: every row with the family whose checks built it (issue 51), the families asked for, in order
+    families = ["driver", "toolkit", "docker", "containerd", "crio", "cdi", "fuse", "security", "kubelet"]
+    assert list(dict.fromkeys(c["family"] for c in report["checks"])) == families
+    assert checks["AppArmor profile fuse"]["family"] == "security" and checks["CDI spec"]["family"] == "cdi"
     table = (node / "report" / "validate.txt").read_text()
     assert checks["CDI spec"]["detail"] == (
         f"device nodes as in /dev; driver 580.95.05 loaded: {node}/cdi-good/nvidia.yaml (nvidia.com/gpu, 1 devices)"
@@ -306,6 +310,7 @@ def test_a_prefix_pin_matches_the_loaded_full_version(node):
         "status": "ok",
         "detail": "580.95.05 loaded (pin: version 580.95)",
         "fix": "",
+        "family": "driver",
     }
 
 
@@ -341,6 +346,7 @@ def test_a_node_without_gpu_and_test_images_skips_what_needs_them(node):
         "status": "skipped",
         "detail": f"no CDI spec in {node}/no-cdi",
         "fix": "",
+        "family": "cdi",
     }
     assert report["summary"]["status"] == "ok"
     assert not (node / "containers.log").exists(), "containers ran without a test image"
