@@ -43,7 +43,7 @@ options:
   plan:
     description:
       - The name of a variable rendered once, after the reads, with C(role_read_reads) set to the reads' results in
-        order: the role's plan filter over its variables, facts and what was read. Its value is returned as C(plan),
+        order (the role's plan filter over its variables, facts and what was read). Its value is returned as C(plan),
         so the role's later tasks read it from the registered result instead of rendering the plan again.
       - Not rendered when the check or a read failed.
     type: str
