@@ -40,6 +40,13 @@ options:
         variable the check refuses would fail to render before it).
     type: raw
     default: []
+  plan:
+    description:
+      - The name of a variable rendered once, after the reads, with C(role_read_reads) set to the reads' results in
+        order (the role's plan filter over its variables, facts and what was read). Its value is returned as C(plan),
+        so the role's later tasks read it from the registered result instead of rendering the plan again.
+      - Not rendered when the check or a read failed.
+    type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -71,6 +78,10 @@ reads:
   returned: always
   type: list
   elements: dict
+plan:
+  description: The value of the O(plan) variable, rendered after the reads.
+  returned: when plan is given and the reads succeeded
+  type: raw
 checked:
   description: The variables of the entry point that the play sets and whose types were checked.
   returned: when spec is given

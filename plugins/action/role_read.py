@@ -21,6 +21,11 @@ the same messages), and only when the variables hold, the reads, each a module r
   the same arguments from the same variable, so the probe and the change cannot drift apart.
 - ``reads`` may also name a variable holding that list: it is rendered only after the variable check, so that reads
   built from a variable the check refuses do not fail to render first.
+- ``plan``: the name of a variable rendered once all reads are done, with ``role_read_reads`` set to the reads'
+  results (in order): a role's plan filter over its variables, facts and the read (the kubelet's
+  ``__kubelet_plan_after_read``, plugins/filter/kubelet_plan.py). Its value is the result's ``plan``, registered with
+  the read, so the role's later tasks read one value instead of rendering a program of lazy variables again in each
+  task (issue 47). A filter that fails fails the task with its message.
 - The task's result: ``reads``, the reads' results in order (a probe's ``changed`` among them); with one read, also
   that read's result itself (so a role that registered its read task keeps the names it reads: ``stdout``,
   ``results``). The task itself never reports a change. ``checked`` lists the variables
@@ -49,6 +54,8 @@ from ansible.utils.vars import merge_hash
 CHECKER = "ansible.legacy.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
 BATCH_MODULE = "node_files"
+# the variable that holds the reads' results while the plan variable renders
+PLAN_READS = "role_read_reads"
 # The modules whose reads node_files does, and the arguments it takes from them. stat's get_mime and get_attributes
 # are accepted and left out (node_files returns neither: no role reads them).
 BATCHED = {
@@ -222,6 +229,13 @@ class ActionModule(ActionBase):
             results.append({**one, "item": item, "ansible_loop_var": "item"})
         return loop_result(results)
 
+    def plan(self, name, done: list[dict], task_vars: dict):
+        """The ``plan`` variable rendered with the reads' results as ``role_read_reads``."""
+        if not isinstance(name, str) or name not in task_vars:
+            raise AnsibleActionFail(f"role_read: plan names {name!r}, which is not a defined variable")
+        templar = self._templar.copy_with_new_env(available_variables={**task_vars, PLAN_READS: done})
+        return templar.template(task_vars[name])
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -256,6 +270,9 @@ class ActionModule(ActionBase):
             if failed:
                 result["failed"] = True
                 result["msg"] = failed[0].get("msg", "a read failed")
+        plan = self._task.args.get("plan")
+        if plan and not result.get("failed"):
+            result["plan"] = self.plan(plan, done, task_vars)
         # a probe's changed is what its task would do: the reads themselves change nothing
         result["changed"] = False
         if checked:

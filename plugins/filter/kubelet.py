@@ -557,16 +557,7 @@ def kubelet_flag_changes(params: dict, plan: dict, fields: dict) -> dict:
 
 
 class FilterModule:
-    """Filters of the kubelet role."""
+    """Filters of the kubelet role. The others above are the plan's (plugins/filter/kubelet_plan.py calls them)."""
 
     def filters(self):
-        return {
-            "kubelet_config_plan": kubelet_config_plan,
-            "kubelet_runtime_endpoint": kubelet_runtime_endpoint,
-            "kubelet_validate": kubelet_validate,
-            "kubelet_compose_config": kubelet_compose_config,
-            "kubelet_compose_labels": kubelet_compose_labels,
-            "kubelet_flag_changes": kubelet_flag_changes,
-            "kubelet_flag_for_field": flag_for_field,
-            "kubelet_field_flags": kubelet_field_flags,
-        }
+        return {"kubelet_field_flags": kubelet_field_flags}

@@ -278,17 +278,16 @@ def kubelet_rollback_plan(pairs, read_results, stat_results) -> list[dict]:
 
 
 class FilterModule:
-    """Filters of the kubelet role: its configuration files and what follows a restart."""
+    """Filters of the kubelet role: its configuration files and what follows a restart (kubelet_merge_config and
+    kubelet_flags_in_text: the plan's, plugins/filter/kubelet_plan.py)."""
 
     def filters(self):
         return {
             "kubelet_parse_config": kubelet_parse_config,
             "kubelet_config_document": kubelet_config_document,
-            "kubelet_merge_config": kubelet_merge_config,
             "kubelet_effective_config": kubelet_effective_config,
             "kubelet_healthz_url": kubelet_healthz_url,
             "kubelet_state_resets": kubelet_state_resets,
-            "kubelet_flags_in_text": kubelet_flags_in_text,
             "kubelet_service_state": kubelet_service_state,
             "kubelet_rollback_plan": kubelet_rollback_plan,
         }

@@ -117,12 +117,11 @@ def kubelet_report_messages(values) -> list:
 
 
 class FilterModule:
-    """What the kubelet role's tasks decide and say (see the module docstring)."""
+    """What the kubelet role's tasks decide and say (see the module docstring; kubelet_planned_version and
+    kubelet_parts: the plan's, plugins/filter/kubelet_plan.py)."""
 
     def filters(self):
         return {
-            "kubelet_planned_version": kubelet_planned_version,
-            "kubelet_parts": kubelet_parts,
             "kubelet_read_files": kubelet_read_files,
             "kubelet_file_results": kubelet_file_results,
             "kubelet_report_messages": kubelet_report_messages,

@@ -96,9 +96,17 @@ FILE_ARGUMENT_SPEC = {
 
 def load_module_util(name: str):
     """Load plugins/module_utils/<name>.py by path, once per process, as ``gpu_node_provisioning_<name>``."""
-    module_name = f"{MODULE_PREFIX}{name}"
+    return _load(f"{MODULE_PREFIX}{name}", Path(__file__).resolve().parent / f"{name}.py")
+
+
+def load_filter(name: str):
+    """Load plugins/filter/<name>.py by path, once per process, as ``gpu_node_provisioning_filter_<name>``: for a
+    filter built from the project's other filters (plugins/filter/kubelet_plan.py)."""
+    return _load(f"{MODULE_PREFIX}filter_{name}", Path(__file__).resolve().parent.parent / "filter" / f"{name}.py")
+
+
+def _load(module_name: str, path: Path):
     if module_name not in sys.modules:
-        path = Path(__file__).resolve().parent / f"{name}.py"
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module

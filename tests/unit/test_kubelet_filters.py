@@ -905,11 +905,13 @@ def test_every_filter_the_role_uses_exists():
     for path in (ROOT / "roles/kubelet").rglob("*"):
         if path.suffix in (".yml", ".j2"):
             used.update(pattern.findall(path.read_text()))
-    assert {"kubelet_validate", "kubelet_compose_config", "kubelet_config_document", "kubelet_flag_for_field"} <= used
-    # the installer drop-in's filters (RKE2/k3s config.yaml.d), the config files' and the tasks' live in their own files
+    assert {"kubelet_plan", "kubelet_plan_check", "kubelet_config_document", "kubelet_field_flags"} <= used
+    # the plan (it calls the checks and the composition), the installer drop-in's filters (RKE2/k3s config.yaml.d),
+    # the config files' and the tasks' live in their own files
     installer = load_module("kubelet_installer", subdir="plugins/filter")
     tasks = load_module("kubelet_tasks", subdir="plugins/filter")
-    provided = set(kb.FilterModule().filters()) | set(kc.FilterModule().filters())
+    plan = load_module("kubelet_plan", subdir="plugins/filter")
+    provided = set(kb.FilterModule().filters()) | set(kc.FilterModule().filters()) | set(plan.FilterModule().filters())
     assert used <= provided | set(installer.FilterModule().filters()) | set(tasks.FilterModule().filters())
 
 

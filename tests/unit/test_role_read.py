@@ -3,7 +3,8 @@
 Checked for real (ansible-playbook on localhost): reads with items register as a loop would, a missing file is no
 failure where the read says so, a probe runs its module in check mode (the file it would remove stays), a skipped
 read does not run, and a variable that fails its check stops the task before any read (the read that would fail
-never runs). The pure helpers without Ansible.
+never runs), and the plan variable is rendered once, after the reads, with their results. The pure helpers without
+Ansible.
 """
 
 from __future__ import annotations
@@ -64,7 +65,12 @@ def test_reads_items_missing_files_probes_skips_and_the_check_first(tmp_path):
                     "check_mode": True,
                 },
                 {"module": "ansible.legacy.command", "args": {"argv": ["false"]}, "skip": True},
-            ]
+            ],
+            "plan": "demo_plan",
+        },
+        "vars": {
+            # rendered once, after the reads, with their results (a role's plan filter would take them)
+            "demo_plan": "{{ {'reads': role_read_reads | length, 'first': role_read_reads[0].results[0].item} }}"
         },
         "register": "read",
         "check_mode": False,
@@ -74,6 +80,7 @@ def test_reads_items_missing_files_probes_skips_and_the_check_first(tmp_path):
         "role_read": {
             "spec": str(spec),
             "reads": [{"module": "ansible.legacy.command", "args": {"argv": ["touch", str(tmp_path / "touched")]}}],
+            "plan": "undefined_plan",
         },
         "vars": {"demo_list": "not a list"},
         "ignore_errors": True,
@@ -96,6 +103,8 @@ def test_reads_items_missing_files_probes_skips_and_the_check_first(tmp_path):
     assert probe["changed"] and present.is_file()  # a probe: it would remove the file, and did not
     assert skipped == {"skipped": True, "changed": False}
     assert not shown["read"]["changed"]
+    assert shown["read"]["plan"] == {"reads": 3, "first": str(present)}
+    assert "plan" not in shown["refused"]  # refused: no read, no plan
     assert shown["refused"]["failed"] and "demo_list must be a list" in " ".join(shown["refused"]["problems"])
     assert not (tmp_path / "touched").exists()  # the variables failed: no read ran
 
