@@ -86,12 +86,38 @@ def test_reads_items_missing_files_probes_skips_and_the_check_first(tmp_path):
         "ignore_errors": True,
         "register": "refused",
     }
+    failed_read = {
+        "name": "A READ FAILS",
+        "role_read": {
+            "reads": [
+                {"module": "ansible.legacy.stat", "args": {"path": str(present)}},
+                {"module": "ansible.legacy.command", "args": {"argv": ["false"]}},
+            ],
+            # rendering it would fail on the undefined variable: it must not be rendered after a failed read
+            "plan": "undefined_plan",
+        },
+        "vars": {"undefined_plan": "{{ no_such_variable }}"},
+        "ignore_errors": True,
+        "register": "failed_read",
+    }
     out = tmp_path / "out.json"
-    show = {"ansible.builtin.copy": {"content": "{{ {'read': read, 'refused': refused} | to_json }}", "dest": str(out)}}
+    show = {
+        "ansible.builtin.copy": {
+            "content": "{{ {'read': read, 'refused': refused, 'failed_read': failed_read} | to_json }}",
+            "dest": str(out),
+        }
+    }
     playbook = tmp_path / "play.yml"
     playbook.write_text(
         yaml.safe_dump(
-            [{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": [read_task, refused, show]}]
+            [
+                {
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "tasks": [read_task, refused, failed_read, show],
+                }
+            ]
         )
     )
     run = run_local_playbook(playbook)
@@ -107,6 +133,9 @@ def test_reads_items_missing_files_probes_skips_and_the_check_first(tmp_path):
     assert "plan" not in shown["refused"]  # refused: no read, no plan
     assert shown["refused"]["failed"] and "demo_list must be a list" in " ".join(shown["refused"]["problems"])
     assert not (tmp_path / "touched").exists()  # the variables failed: no read ran
+    # a read failed: the task fails with that read's result, and no plan is rendered
+    assert shown["failed_read"]["failed"] and "plan" not in shown["failed_read"], shown["failed_read"]
+    assert "no_such_variable" not in json.dumps(shown["failed_read"])
 
 
 def test_stat_and_slurp_reads_run_as_one_node_files_run_with_their_modules_results(tmp_path):
