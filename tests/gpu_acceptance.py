@@ -36,7 +36,7 @@ Steps (each prints PASS or FAIL with what it compared):
      in the other MIG mode fails the row on the real nvidia-smi output (so the check above can fail).
   7. The doctor's GPU health rows (family health, issue 49): every row is there with a status; each row's status and
      detail are printed (a sick GPU fails its row: the step reports it, it is not the script's failure).
-  8. GPU settings (library/gpu_settings.py, its files in the temporary directory): a power limit on GPU 0 below the
+  8. GPU settings (modules/gpu_settings.py, its files in the temporary directory): a power limit on GPU 0 below the
      current one (within power.min_limit) is set and read back with nvidia-smi, then the original limit restored and
      read back; persistence mode through nvidia-persistenced is set (the unit's enabled/active state put back after);
      a change of application clocks in check mode lists the change and leaves the GPU's clocks as they were.

@@ -7,37 +7,21 @@ The node needs nothing beyond Ansible's own modules: the file is read with
 survive), and written back through the config_file_write module (the project's
 write contract: atomic, backup in /var/backups/gpu-node-provisioning, ``validate``,
 owner/group/mode kept, compared under a lock with what was read).
-Documentation: library/containerd_config.py. Logic: plugins/module_utils/containerd_toml.py.
+Documentation: plugins/modules/containerd_config.py. Logic: plugins/module_utils/containerd/config.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import posixpath
 import random
 import shlex
 import string
-import sys
-from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
-
-
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
 
 ARGUMENT_SPEC = {
     "path": {"type": "str", "default": "/etc/containerd/config.toml"},
@@ -62,7 +46,7 @@ ARGUMENT_SPEC = {
     "containerd_version": {"type": "str"},
     "backup": {"type": "bool", "default": False},
     "validate": {"type": "bool", "default": True},
-    **_controller_files().FILE_ARGUMENT_SPEC,
+    **controller_files.FILE_ARGUMENT_SPEC,
 }
 
 
@@ -80,9 +64,9 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         del tmp
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        ct = _controller_files().load_module_util("containerd_toml")
+        ct = containerd_config
         try:
-            result.update(_controller_files().retry_on_conflict(self, lambda: self._configure(ct, args, task_vars)))
+            result.update(controller_files.retry_on_conflict(self, lambda: self._configure(ct, args, task_vars)))
         except ct.ContainerdConfigError as exc:
             result.update(failed=True, changed=False, msg=str(exc))
         except AnsibleActionFail as exc:
@@ -103,7 +87,7 @@ class ActionModule(ActionBase):
 
     def _read(self, path: str, task_vars: dict) -> str | None:
         """Text of ``path`` on the node, or None when it does not exist."""
-        return _controller_files().read_text(self, path, task_vars, hint="containerd's config must be TOML")
+        return controller_files.read_text(self, path, task_vars, hint="containerd's config must be TOML")
 
     def _config_default(self, binary: str | None, path: str) -> str:
         if binary is None:
@@ -245,7 +229,7 @@ class ActionModule(ActionBase):
 
     def _write(self, outcome, args: dict, binary: str | None, task_vars: dict) -> dict:
         """Write ``outcome.after`` through config_file_write (atomic, backup, validate, file attributes)."""
-        cf = _controller_files()
+        cf = controller_files
         if not outcome.existed:
             cf.ensure_directory(self, outcome.path, task_vars)
         validate = f"{shlex.quote(binary)} --config %s config dump" if args["validate"] and binary is not None else None

@@ -30,10 +30,11 @@ import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
 
-MODULE = "ansible.legacy.gpu_node_facts"
+MODULE = f"{COLLECTION}.gpu_node_facts"
 SETUP = "ansible.legacy.setup"
-CHECKER = "ansible.legacy.role_variables"
+CHECKER = f"{COLLECTION}.role_variables"
 # The task's arguments that belong to the variable check (role_variables), not to the module.
 CHECK_ARGS = ("spec", "checks", "entry_point")
 SHARED_VARS = Path(__file__).resolve().parents[2] / "roles" / "gpu_node_facts" / "vars" / "main.yml"

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
 
-MODULE = "ansible.legacy.gpu_settings"
-CHECKER = "ansible.legacy.role_variables"
+MODULE = f"{COLLECTION}.gpu_settings"
+CHECKER = f"{COLLECTION}.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
 
 

@@ -33,7 +33,7 @@ the same messages), and only when the variables hold, the reads, each a module r
 
 The ``stat`` and ``slurp`` reads of a task (``ansible.legacy.``/``ansible.builtin.`` or bare, with no arguments but
 the path and stat's follow/checksum/mime/attributes switches) run together as one run of the node_files module
-(library/node_files.py) instead of one module run per file: each such read still gets what its module would have
+(plugins/modules/node_files.py) instead of one module run per file: each such read still gets what its module would have
 registered (stat's ``stat``, slurp's ``content``/``encoding``/``source`` or its "file not found" failure), so the
 roles that read them change nothing. A no-op re-run's reads of the kubelet and security_profiles roles were 19 module
 runs; they are 2 (issue 47).
@@ -50,8 +50,9 @@ from collections.abc import Mapping, Sequence
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
 
-CHECKER = "ansible.legacy.role_variables"
+CHECKER = f"{COLLECTION}.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
 BATCH_MODULE = "node_files"
 # the variable that holds the reads' results while the plan variable renders

@@ -3,39 +3,24 @@
 """Action plugin behind ``toml_merge``: merges settings into any TOML file with tomlkit on the controller.
 
 The file is read from the node (``stat`` + ``slurp``), merged here with the
-project's one merge engine (plugins/module_utils/config_merge.py) on the
+project's one merge engine (plugins/module_utils/files/merge.py) on the
 tomlkit document, so comments, order and layout of everything else survive,
 and written back through the config_file_write module (the project's write
 contract: atomic replace, backup in /var/backups/gpu-node-provisioning, validate,
 owner/group/mode kept, the file compared under a lock with what was read). Nothing is written when the parsed value
-does not change. Documentation: library/toml_merge.py.
+does not change. Documentation: plugins/modules/toml_merge.py.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import date, datetime, time
-from pathlib import Path
 from typing import NamedTuple
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-
-
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
+from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
 
 ARGUMENT_SPEC = {
     "path": {"type": "str", "required": True},
@@ -45,7 +30,7 @@ ARGUMENT_SPEC = {
     "create": {"type": "bool", "default": True},
     "backup": {"type": "bool", "default": False},
     "validate": {"type": "str"},
-    **_controller_files().FILE_ARGUMENT_SPEC,
+    **controller_files.FILE_ARGUMENT_SPEC,
 }
 
 
@@ -104,7 +89,7 @@ def plan(
     never count.
     """
     tomlkit, parse_error = _tomlkit()
-    cm = _controller_files().load_module_util("config_merge")
+    cm = config_merge
     changes = plain(dict(settings or {}))
     try:
         paths = [cm.normalize_path(plain(item, "remove")) for item in remove or []]
@@ -119,7 +104,7 @@ def plan(
     try:
         doc = tomlkit.parse(before)
         # dotted keys become tables first: tomlkit cannot add keys next to a dotted key and stay parseable
-        _controller_files().load_module_util("containerd_toml").undot_tables(doc)
+        containerd_config.undot_tables(doc)
     except parse_error as exc:
         raise TomlMergeError(
             f"{path} is not valid TOML ({exc}): fix the file by hand (or restore its backup); nothing was changed"
@@ -159,7 +144,7 @@ class ActionModule(ActionBase):
         del tmp
         _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
-            result.update(_controller_files().retry_on_conflict(self, lambda: self._merge(args, task_vars)))
+            result.update(controller_files.retry_on_conflict(self, lambda: self._merge(args, task_vars)))
         except TomlMergeError as exc:
             result.update(failed=True, changed=False, msg=str(exc))
         except AnsibleActionFail as exc:
@@ -169,7 +154,7 @@ class ActionModule(ActionBase):
         return result
 
     def _merge(self, args: dict, task_vars: dict) -> dict:
-        cf = _controller_files()
+        cf = controller_files
         path = args["path"]
         text = cf.read_text(self, path, task_vars, hint="toml_merge edits TOML text files only")
         outcome = plan(text, path, args["settings"], args["remove"], args["list_strategy"], args["create"])

@@ -12,12 +12,11 @@ monitor_env ...) with only runtime_path replaced, as NVIDIA's own tooling does.
 from __future__ import annotations
 
 import copy
-import importlib.util
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 import tomlkit
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import reading as _reading
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as _nvidia
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -31,24 +30,11 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
 FALLBACK_DEFAULTS = ("crun", "runc")
 
 
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
 # What NVIDIA's runtime is, whatever the entry's name (issue 37)
-_nvidia = _controller_files().load_module_util("nvidia_runtime")
 # The leaves of a parsed config, as containerd's reading check walks them (one walk for both runtimes)
-_leaves = _controller_files().load_module_util("containerd_toml")._reading._leaves
+_leaves = _reading._leaves
 
 
 def _effective(config_text: str) -> tuple:

@@ -46,7 +46,7 @@
 
 Families: each row carries its family (``family``: the doctor's family whose checks built it, set by the node-side
 module; "rollout" for a rollout's row), the filter of the HTML page; ``families`` lists them in the doctor's order,
-the registry plugins/module_utils/gpu_validate_families.py (others after it, by name).
+the registry plugins/module_utils/gpu_validate/families.py (others after it, by name).
 
 `gpu_fleet_family(check)` (used by gpu_fleet_report, not a filter)
     Only for a row without a family (a node report of a version before issue 51): the family from the row's name
@@ -57,12 +57,12 @@ Pure functions; the unit tests call them without Ansible.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import families as _families
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic as _logic
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -224,23 +224,10 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
     }
 
 
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
-gpu_node_health = _controller_files().load_module_util("gpu_validate_logic").node_health
+gpu_node_health = _logic.node_health
 # The doctor's families in its order (the one registry; the node-side module reads the same file).
-_families = _controller_files().load_module_util("gpu_validate_families")
 
 
 def gpu_fleet_results(

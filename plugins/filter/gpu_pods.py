@@ -1,7 +1,7 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
 """Filter of the toolkit and runtime_config roles: the refusal before any change on a node whose GPU pods would
-lose their GPUs (issue 25; plugins/module_utils/gpu_pods.py, which the node-side modules share).
+lose their GPUs (issue 25; plugins/module_utils/kubernetes/gpu_pods.py, which the node-side modules share).
 
 `gpu_pods_refusal(facts, node, targets, set_as_default, enable_cdi, settings={}, name='nvidia', keep_var=...)`
     The message that names the node, what runs there and the two ways forward, or "" when the run takes
@@ -21,26 +21,7 @@ lose their GPUs (issue 25; plugins/module_utils/gpu_pods.py, which the node-side
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
-
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
-
-_logic = _controller_files().load_module_util("gpu_pods")
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods as _logic
 
 
 def gpu_pods_refusal(

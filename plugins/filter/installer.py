@@ -5,7 +5,7 @@
 RKE2 and k3s regenerate containerd's config.toml at every agent start, from
 ``<data-dir>/agent/etc/containerd/config.toml.tmpl`` (``config-v3.toml.tmpl`` with containerd 2.x) when it exists,
 else from their built-in template; ``{{ template "base" . }}`` in that file stands for the built-in config (k3s docs
-"Base template"; the paths and version gates are cited in plugins/module_utils/node_facts_installers.py). So the
+"Base template"; the paths and version gates are cited in plugins/module_utils/node_facts/installers.py). So the
 generated config.toml is never edited. ``installer_runtime_plan`` decides, from the installer facts (gpu_node_facts
 ``installer``), the config the agent generated at its last start and the template on the node, what the node needs:
 nothing (the agent registers the runtime by itself), our template, or a refusal that says why and what to do. The
@@ -17,12 +17,10 @@ runtime's table in the template is a copy of the default runtime's table of the 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 import tomlkit
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as _containerd_config
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -32,22 +30,10 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
 def _containerd_toml():
-    return _controller_files().load_module_util("containerd_toml")
+    return _containerd_config
 
 
 TEMPLATE_MARK = "# Managed by Ansible (runtime_config): the nvidia runtime for the installer's containerd."

@@ -17,10 +17,10 @@ the node needs nothing beyond Python's standard library.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import re
-import sys
-from pathlib import Path
+
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import names as _names
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -30,22 +30,8 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
-_merge = _controller_files().load_module_util("config_merge")
-_names = _controller_files().load_module_util("kubernetes_names")
 
 
 # Role variable -> the KubeletConfiguration field it sets.
@@ -198,7 +184,7 @@ def kubelet_runtime_endpoint(gpu_node: dict, requested) -> dict:
 # --- input checks ------------------------------------------------------------------------------------------
 
 
-_type_name = _controller_files().type_name
+_type_name = controller_files.type_name
 
 
 def _check_abs_path(errors, params, var, allow_empty=False) -> None:

@@ -29,34 +29,15 @@ by tasks/installer.yml). So does the old effective configuration, rendered only 
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from ansible.plugins.filter.core import to_bool
 from ansible.plugins.test.core import version_compare
-
-
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
-
-
-_kubelet = _controller_files().load_filter("kubelet")
-_config = _controller_files().load_filter("kubelet_config")
-_tasks = _controller_files().load_filter("kubelet_tasks")
-_dra = _controller_files().load_module_util("node_facts_dra")
+from ansible_collections.gpunode.provisioning.plugins.filter import kubelet as _kubelet
+from ansible_collections.gpunode.provisioning.plugins.filter import kubelet_config as _config
+from ansible_collections.gpunode.provisioning.plugins.filter import kubelet_tasks as _tasks
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts import dra as _dra
 
 _USERNS_VERSION = re.compile(r"^v?[0-9]+[.][0-9]+")
 _DRA_VERSION = re.compile(r"[0-9]+[.][0-9]+")

@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE)
 """Filters of the nvidia_driver role: which kernel module flavour (open or proprietary) the node's GPUs need.
 
-Pure functions of the gpu_node facts (PCI device IDs from sysfs, gathered by library/gpu_node_facts.py), so
+Pure functions of the gpu_node facts (PCI device IDs from sysfs, gathered by plugins/modules/gpu_node_facts.py), so
 the unit tests call them without Ansible.
 
 What NVIDIA documents, checked for this table:

@@ -6,7 +6,7 @@ Each check of the role is data, a mapping with four keys and the family of the c
 
     {"check": "docker: nvidia runtime", "status": "ok|warn|fail|skipped",
      "detail": "what was found", "fix": "what to do about it ('' when nothing)",
-     "family": "docker"}   # plugins/module_utils/gpu_validate_families.py; kept where a row has one
+     "family": "docker"}   # plugins/module_utils/gpu_validate/families.py; kept where a row has one
 
 `gpu_validate_table(results, host="")`
     The one table per node the role prints and writes to validate.txt: a headline with the
@@ -32,7 +32,7 @@ Each check of the role is data, a mapping with four keys and the family of the c
 
 `gpu_validate_families(check_fuse=True, check_security=True, check_kubelet=True)`
     The families of checks the node-side module gpu_validate_checks runs (the registry
-    plugins/module_utils/gpu_validate_families.py, in its order), the optional ones as the role's
+    plugins/module_utils/gpu_validate/families.py, in its order), the optional ones as the role's
     gpu_validate_check_* switches say.
 
 `gpu_validate_files_pending(states, files, mode="0644")`
@@ -52,11 +52,11 @@ Everything is a pure function of its arguments; the unit tests call them without
 from __future__ import annotations
 
 import hashlib
-import importlib.util
-import sys
 import textwrap
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import families as _families
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic as _logic
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -221,25 +221,11 @@ def gpu_validate_runtimes(node, asked=()) -> list:
     return list(dict.fromkeys(runtimes))
 
 
-# --- the doctor's shared logic (plugins/module_utils/gpu_validate_logic.py, also run on the node) ---------
+# --- the doctor's shared logic (plugins/module_utils/gpu_validate/logic.py, also run on the node) ---------
 
 
-def _controller_files():
-    """plugins/module_utils/controller_files.py, loaded by path. A copy in every controller plugin by design: a
-    plugin cannot import this project's module_utils as ansible.module_utils.*, and the loader cannot come from
-    the files it loads."""
-    name = "gpu_node_provisioning_controller_files"
-    if name not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "module_utils" / "controller_files.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
-_logic = _controller_files().load_module_util("gpu_validate_logic")
-_families = _controller_files().load_module_util("gpu_validate_families")
 
 gpu_validate_userns_missing = _logic.userns_missing
 

@@ -1,6 +1,7 @@
 """The README's first command, as a newcomer runs it: `bash scripts/demo.sh` in a fresh
 clone of this checkout placed where no ../shared exists (issue 41: a lone clone), twice,
-then once more for the toolkit alone from a mirror.
+then from the collection built and installed from that clone (issue 51), then once more for the toolkit
+alone from a mirror.
 
 The first run creates the local node container gpunode-local and provisions it with
 site.yml; it must end with the doctor's table, no failed check, and containerd's CRI
@@ -121,7 +122,38 @@ def second_run(clone, first_run):
 
 
 @pytest.fixture(scope="module")
-def mirror_run(clone, second_run):
+def installed_run(clone, second_run, tmp_path_factory):
+    """The collection as a user outside a checkout has it (issue 51): `ansible-galaxy collection build` from the
+    clone, installed into an empty folder, and the demo's site.yml run from the installed collection in a folder
+    with no ansible.cfg, over the demo's inventory. The node is the second run's: nothing changes."""
+    work = tmp_path_factory.mktemp("installed")
+    bin_dir = ROOT / ".venv" / "bin"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "ANSIBLE_", "MOLECULE_"))}
+    env.update(ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=str(work / "collections"))
+    elsewhere = work / "elsewhere"
+    elsewhere.mkdir()
+    log = LOGS / "demo-installed.log"
+    with log.open("w") as out:
+        def run(*argv):
+            subprocess.run([str(a) for a in argv], cwd=elsewhere, env=env, stdout=out, stderr=subprocess.STDOUT,
+                           check=True)
+
+        run(bin_dir / "ansible-galaxy", "collection", "build", "--output-path", work / "dist", clone)
+        (artifact,) = (work / "dist").glob("gpunode-provisioning-*.tar.gz")
+        run(bin_dir / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "-p",
+            work / "collections", artifact)
+        installed = work / "collections/ansible_collections/gpunode/provisioning"
+        result = subprocess.run(
+            [str(bin_dir / "ansible-playbook"), "-vv", "-i", str(clone / "inventories/local/hosts.yml"),
+             str(installed / "site.yml")],
+            cwd=elsewhere, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            timeout=RUN_TIMEOUT, check=False,
+        )
+    return result.returncode, log.read_text(errors="replace"), installed
+
+
+@pytest.fixture(scope="module")
+def mirror_run(clone, installed_run):
     """The repository branch: the role's repository URL at the signed stand-in repository the node serves, as a
     mirror, with its key; the toolkit alone (--tags toolkit). The node's packages are the first run's."""
     generated = (clone / "inventories/local/host_vars" / NODE / "toolkit.yml").read_text()
@@ -200,6 +232,20 @@ def test_what_stood_in_is_said_and_causes_no_failure(first_run):
 def test_the_second_run_took_the_stand_ins_again(second_run):
     _, output = second_run
     assert f"NVIDIA's container toolkit: {SCRIPTS}" in output
+
+
+def test_the_installed_collection_runs_the_demos_site_yml(installed_run, clone):
+    """Issue 51: the built artifact, installed into an empty folder, provisions the node from there: its roles and
+    plugins are the installed ones, the run changes nothing on the converged node and the doctor finds no failure."""
+    rc, output, installed = installed_run
+    assert rc == 0, f"site.yml from the installed collection failed (rc {rc}):\n{_tail(output)}"
+    recap = _site_recap(output)
+    assert recap.get("changed") == 0 and recap.get("failed") == 0, recap
+    assert f"task path: {installed}/roles/gpu_node_facts/" in output
+    assert f"task path: {installed}/roles/gpu_validate/" in output
+    assert f"task path: {clone}/" not in output
+    report = json.loads(_node("cat", REPORT))
+    assert not [c for c in report["checks"] if c["status"] == "fail"], report["checks"]
 
 
 def test_a_mirror_takes_the_repository_branch(mirror_run):

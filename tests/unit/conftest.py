@@ -1,8 +1,8 @@
 """Shared helpers for unit tests of modules and plugins.
 
-Modules live in library/ and their shared code in plugins/module_utils/, as
-ansible.cfg wires them. Tests import them directly: modules through
-`load_module(name)`, module_utils as top-level modules (sys.path below).
+This repository is the collection gpunode.provisioning: collections/ansible_collections/gpunode/provisioning links
+back to the root. Tests import its code by package path, as Ansible does (sys.path below): modules through
+`load_module(name)`, module_utils as ``ansible_collections.gpunode.provisioning.plugins.module_utils.<pkg>.<mod>``.
 """
 
 from __future__ import annotations
@@ -16,47 +16,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from ansible.plugins.loader import init_plugin_loader
 
 from tests.doctor_params import shared_doctor_params, shared_values
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "plugins" / "module_utils"))
+COLLECTIONS = ROOT / "collections"
+PACKAGE = "ansible_collections.gpunode.provisioning"
+# Ansible's collection finder, as ansible-playbook starts it with ansible.cfg's collections_path: it imports the
+# collection's packages (and Templar finds its filters by FQCN).
+os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(COLLECTIONS))
+init_plugin_loader([str(COLLECTIONS)])
 
 
-def _alias_module_utils() -> None:
-    """Make `from ansible.module_utils.<name> import ...` in our modules resolve to
-    plugins/module_utils/<name>.py, as ansible.cfg's module_utils path does at run time."""
-    waiting = sorted((ROOT / "plugins" / "module_utils").glob("*.py"))
-    while waiting:  # a file that imports another of them waits for that one's alias
-        failed = []
-        for path in waiting:
-            name = f"ansible.module_utils.{path.stem}"
-            try:
-                sys.modules.setdefault(name, importlib.import_module(path.stem))
-            except ModuleNotFoundError as exc:
-                if not (exc.name or "").startswith("ansible.module_utils.") or len(failed) == len(waiting) - 1:
-                    raise
-                sys.modules.pop(path.stem, None)
-                failed.append(path)
-        if len(failed) == len(waiting):
-            raise ImportError(f"module_utils that import each other: {failed}")
-        waiting = failed
-
-
-_alias_module_utils()
-
-
-def load_module(name: str, subdir: str = "library"):
-    """Import ROOT/<subdir>/<name>.py as a fresh Python module object."""
-    path = ROOT / subdir / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"_under_test_{subdir.replace('/', '_')}_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def load_module(name: str, subdir: str = "plugins/modules"):
+    """The collection's ``<subdir>/<name>.py`` (plugins/modules, plugins/filter, ...), imported by package path."""
+    return importlib.import_module(f"{PACKAGE}.{subdir.replace('/', '.')}.{name}")
 
 
 def gather_node_facts(*args, **kwargs) -> dict:
-    """library/gpu_node_facts.py's gather_gpu_node_facts with the toolkit config path its role passes (the value's
+    """modules/gpu_node_facts.py's gather_gpu_node_facts with the toolkit config path its role passes (the value's
     one home, roles/gpu_node_facts/vars/main.yml)."""
     module = load_module("gpu_node_facts")
     return module.gather_gpu_node_facts(
@@ -130,7 +109,7 @@ def documented_options(module) -> dict:
 
     doc = yaml.safe_load(module.DOCUMENTATION)
     options = {}
-    if "gpunode_file_write" in doc.get("extends_documentation_fragment", []):
+    if "gpunode.provisioning.gpunode_file_write" in doc.get("extends_documentation_fragment", []):
         fragment = load_module("gpunode_file_write", subdir="plugins/doc_fragments").ModuleDocFragment
         options.update(yaml.safe_load(fragment.DOCUMENTATION)["options"])
     options.update(doc["options"])
@@ -223,7 +202,7 @@ def module_payloads_compiled_once(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def backup_root(tmp_path_factory, monkeypatch):
     """Every test's backups and lock files go to a fresh tree of its own, never the host's /var/backups."""
-    import file_edit
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.files import edit as file_edit
 
     root = tmp_path_factory.mktemp("backups")
     monkeypatch.setattr(file_edit, "BACKUP_ROOT", str(root), raising=False)
@@ -235,7 +214,6 @@ def run_local_playbook(playbook, *extra: str):
     the CompletedProcess, whatever its exit code."""
     import json
     import subprocess
-    import sys
     from pathlib import Path
 
     return subprocess.run(
@@ -271,7 +249,7 @@ def role_defaults(role: str) -> dict:
     return yaml.safe_load(text)
 
 
-# ---- the doctor (gpu_validate_checks and its families in plugins/module_utils/gpu_validate_*.py) ---------------
+# ---- the doctor (gpu_validate_checks and its families in plugins/module_utils/gpu_validate/*.py) ---------------
 
 PARAMS = doctor_params(load_module("gpu_validate_checks"))
 
@@ -360,7 +338,7 @@ class FakeNode:
 
 
 def fake_node_files(module_args: dict, files: dict, directories) -> dict:
-    """What library/node_files.py returns for ``module_args`` on a fake node of ``files`` ({path: text or bytes})
+    """What modules/node_files.py returns for ``module_args`` on a fake node of ``files`` ({path: text or bytes})
     and ``directories``: for the action plugins' tests, whose fake nodes answer module runs themselves."""
     import base64
 

@@ -26,7 +26,7 @@ OLD_FAILED = (
     "   | selectattr('failed', 'defined') | selectattr('failed') | list }}"
 )
 NEW_MSG = (
-    "{{ ansible_failed_result | apparmor_refusal(__gpu_node_facts_security_apparmor_parser,\n"
+    "{{ ansible_failed_result | gpunode.provisioning.apparmor_refusal(__gpu_node_facts_security_apparmor_parser,\n"
     "   __security_profiles_apparmor_parser_stat.stat.exists, __security_profiles_apparmor_dir, inventory_hostname) }}"
 )
 

@@ -1,4 +1,4 @@
-"""Tests of library/apt_components.py: pure editing functions first, then the module."""
+"""Tests of plugins/modules/apt_components.py: pure editing functions first, then the module."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of library/config_file_write.py, the writer behind the containerd_config and toml_merge action plugins."""
+"""Tests of modules/config_file_write.py, the writer behind the containerd_config and toml_merge action plugins."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def test_a_failed_validation_leaves_the_bytes_and_no_debris(tmp_path, backup_roo
 def _write_expecting(path: str, content: str, expected: str, backup_root: str, queue) -> None:
     import time
 
-    import file_edit
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.files import edit as file_edit
 
     file_edit.BACKUP_ROOT = backup_root
     apply_edit = cfw.apply_edit

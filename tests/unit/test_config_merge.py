@@ -1,4 +1,4 @@
-"""Unit and property tests of the merge engine (plugins/module_utils/config_merge.py)."""
+"""Unit and property tests of the merge engine (plugins/module_utils/files/merge.py)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ import json
 
 import pytest
 import tomlkit
+from ansible_collections.gpunode.provisioning.plugins.module_utils.files.merge import (
+    LIST_STRATEGIES,
+    get_path,
+    merge,
+    merge_into,
+    normalize_path,
+    remove_paths,
+    values_equal,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from config_merge import LIST_STRATEGIES, get_path, merge, merge_into, normalize_path, remove_paths, values_equal
 
 # ---------------------------------------------------------------- merge_into / merge
 

@@ -8,12 +8,11 @@ import re
 from pathlib import Path
 from unittest import mock
 
-import containerd_toml as ct
 import pytest
 import tomlkit
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
+from ansible_collections.gpunode.provisioning.plugins.module_utils.files.merge import get_path, merge
 from conftest import documented_options, fake_node_files, load_module, run_module
-
-from config_merge import get_path, merge
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containerd"
 V1 = (FIXTURES / "v1-containerd-1.4.toml").read_text()
@@ -635,7 +634,7 @@ class FakeNode:
             )
         if module_name == "ansible.legacy.file":
             return {"changed": True}
-        if module_name == "ansible.legacy.config_file_write":
+        if module_name == "gpunode.provisioning.config_file_write":
             return self.write(module_args)
         raise AssertionError(f"unexpected module {module_name}")
 

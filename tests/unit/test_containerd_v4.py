@@ -13,14 +13,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import containerd_toml as ct
-import containerd_versions as cv
 import pytest
 import tomlkit
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as cv
+from ansible_collections.gpunode.provisioning.plugins.module_utils.files.merge import get_path
 from conftest import UPSTREAM_VARIABLE, upstream_path
 from test_containerd_toml import PATH, FakeNode, removed_lines, run_action
-
-from config_merge import get_path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "containerd"
 V2_KEPT = (FIXTURES / "v2-debian12-containerd-1.6.toml").read_text()  # a 1.6 file kept through the upgrade to 2.3

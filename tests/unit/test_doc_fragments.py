@@ -57,9 +57,9 @@ def test_every_module_with_a_backup_option_is_in_the_list():
 
 def test_no_module_repeats_the_shared_documentation():
     for name in _writers():
-        source = _documentation(ROOT / "library" / f"{name}.py")
+        source = _documentation(ROOT / "plugins" / "modules" / f"{name}.py")
         doc = yaml.safe_load(source)
-        assert "gpunode_file_write" in doc["extends_documentation_fragment"], name
+        assert "gpunode.provisioning.gpunode_file_write" in doc["extends_documentation_fragment"], name
         assert "backup" not in doc["options"], f"{name} documents backup itself"
         assert "Keep a timestamped copy" not in source, name
         assert "Write contract" not in source or name == "config_file_write", name
@@ -84,8 +84,9 @@ def test_read_only_modules_take_their_attributes_from_one_fragment():
         load_module("gpunode_read_only", subdir="plugins/doc_fragments").ModuleDocFragment.DOCUMENTATION
     )
     for name, doc in _rendered(READ_ONLY).items():
-        source = _documentation(ROOT / "library" / f"{name}.py")
-        assert "gpunode_read_only" in yaml.safe_load(source)["extends_documentation_fragment"], name
+        source = _documentation(ROOT / "plugins" / "modules" / f"{name}.py")
+        fragments = yaml.safe_load(source)["extends_documentation_fragment"]
+        assert "gpunode.provisioning.gpunode_read_only" in fragments, name
         assert "attributes" not in yaml.safe_load(source), f"{name} documents its attributes itself"
         for attribute, value in shared["attributes"].items():
             for key, expected in value.items():

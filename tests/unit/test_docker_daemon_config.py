@@ -1,4 +1,4 @@
-"""Tests of library/docker_daemon_config.py: pure functions and the module run end to end on tmp_path."""
+"""Tests of plugins/modules/docker_daemon_config.py: pure functions and the module run end to end on tmp_path."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import stat
 import sys
 
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
 from conftest import load_module, run_module
-
-import config_merge
 
 ddc = load_module("docker_daemon_config")
 
@@ -457,7 +456,7 @@ def _set_key_slowly(path: str, key: str, backup_root: str) -> None:
     """In a child process: run the module setting one key, with a pause between reading and writing."""
     import time
 
-    import file_edit
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.files import edit as file_edit
 
     file_edit.BACKUP_ROOT = backup_root
     build = ddc.build_config

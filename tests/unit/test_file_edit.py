@@ -1,4 +1,4 @@
-"""Tests of plugins/module_utils/file_edit.py with a real AnsibleModule writing under tmp_path."""
+"""Tests of plugins/module_utils/files/edit.py with a real AnsibleModule writing under tmp_path."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import file_edit as fe
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.testing import patch_module_args
+from ansible_collections.gpunode.provisioning.plugins.module_utils.files import edit as fe
 
 OLD = "old = 1\n"
 NEW = "new = 2\n"

@@ -215,7 +215,7 @@ def test_a_slice_replaces_its_own_nodes_and_keeps_the_other_slices():
         fleet.gpu_fleet_with_others([ok], ["a", "b"], "")
 
 
-# ---- issue 51: each row's own family, from the registry plugins/module_utils/gpu_validate_families.py -------------
+# ---- issue 51: each row's own family, from the registry plugins/module_utils/gpu_validate/families.py -------------
 
 
 def test_rows_are_grouped_by_their_own_family_and_the_families_come_in_the_registrys_order():

@@ -148,8 +148,8 @@ FACTS = {"has_gpu": True, "gpu_count": 1, "driver": {"loaded": True, "version": 
 def doctor_in_process(monkeypatch):
     """`ansible -m gpu_validate_checks` as the step calls it, run in this process against this machine (its /dev;
     no NVIDIA driver here, so the loaded version is the facts')."""
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import Node
     from conftest import PARAMS, load_module
-    from gpu_validate_host import Node
 
     checks = load_module("gpu_validate_checks")
     calls = []

@@ -1,4 +1,4 @@
-"""Unit tests for library/gpu_node_facts.py.
+"""Unit tests for plugins/modules/gpu_node_facts.py.
 
 Parsers are tested with real command and kernel output. Whole nodes are tested against file trees built
 from tests/fixtures/sysfs/*.yml (see the README there) with real sysfs layouts: relative symlinks from
@@ -10,16 +10,25 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import node_facts_installers
 import pytest
 import yaml
-from conftest import gather_node_facts, load_module, run_module, shared_values
-from node_facts_gpu import parse_numa_node, parse_nvidia_driver_version
-from node_facts_host import version_at_least
-from node_facts_installers import CONTAINERD2_GATE, parse_rancher_version, release_gate
-from node_facts_kernel import parse_kernel_release
-from node_facts_platform import parse_mokutil_sb_state, parse_secure_boot_efivar
-from node_facts_runtimes import (
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts import installers as node_facts_installers
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.gpu import (
+    parse_numa_node,
+    parse_nvidia_driver_version,
+)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import version_at_least
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.installers import (
+    CONTAINERD2_GATE,
+    parse_rancher_version,
+    release_gate,
+)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.kernel import parse_kernel_release
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.platform import (
+    parse_mokutil_sb_state,
+    parse_secure_boot_efivar,
+)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.runtimes import (
     KUBELET_CONFIG_DIR_MIN,
     parse_containerd_version,
     parse_crio_version,
@@ -27,6 +36,7 @@ from node_facts_runtimes import (
     parse_kubelet_version,
     parse_oci_runtime_version,
 )
+from conftest import gather_node_facts, load_module, run_module, shared_values
 
 facts_module = load_module("gpu_node_facts")
 
@@ -712,7 +722,7 @@ def _undocumented(name: str, sample, value) -> list[str]:
 @pytest.mark.parametrize("fixture", [*sorted(p.stem for p in FIXTURES.glob("*.yml")), "rke2 agent", "empty tree"])
 def test_the_documentation_names_every_fact_the_module_returns(tmp_path, fixture):
     """RETURN is the facts' one description (ansible-doc renders it): its keys are the facts the subject files
-    (plugins/module_utils/node_facts_*.py) assemble, and each sample has the keys of the fact it shows."""
+    (plugins/module_utils/node_facts/*.py) assemble, and each sample has the keys of the fact it shows."""
     commands = None
     if fixture == "rke2 agent":
         root = rke2_agent(tmp_path)

@@ -6,7 +6,7 @@ shell wrappers running `<name>.real` with NVIDIA_CTK_CONFIG_FILE_PATH set to the
 are rendered as that file's template renders them (installer_wrapper below); molecule/gpu_pods runs them with NVIDIA's
 real runtime as the .real binaries.
 
-One definition (plugins/module_utils/nvidia_runtime.py config_read_by) serves the facts (nvidia_runtimes), the merge
+One definition (plugins/module_utils/nvidia/runtime.py config_read_by) serves the facts (nvidia_runtimes), the merge
 targets of the toolkit role, the refusals before any change and the doctor's door rows."""
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import containerd_toml as ct
-import gpu_pods
-import gpu_validate_doors
 import jinja2
-import nvidia_runtime
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import doors as gpu_validate_doors
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods as gpu_pods
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as nvidia_runtime
 from conftest import FakeNode, load_module, params
 
 TOOLKIT = "/usr/local/nvidia/toolkit"

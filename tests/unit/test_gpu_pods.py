@@ -1,4 +1,4 @@
-"""Unit tests for plugins/module_utils/gpu_pods.py: the device plugin read from a fake /proc tree, the toolkit
+"""Unit tests for module_utils/kubernetes/gpu_pods.py: the device plugin read from a fake /proc tree, the toolkit
 config and runtime defaults, the doctor's "device plugin vs node" row and the refusal before any change
 (issue 25). The process layouts follow NVIDIA's deployments: the Helm chart runs `nvidia-device-plugin`
 with DEVICE_LIST_STRATEGY from deviceListStrategy; the GPU Operator's entrypoint.sh execs it with
@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import gpu_pods
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods as gpu_pods
 from conftest import gather_node_facts, shared_values
 
 SOCKET = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"

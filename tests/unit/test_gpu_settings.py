@@ -1,4 +1,4 @@
-"""The GPU settings module (library/gpu_settings.py, plugins/module_utils/gpu_settings.py, issue 49), run for real
+"""The GPU settings module (modules/gpu_settings.py, module_utils/nvidia/settings.py, issue 49), run for real
 against the TEST STAND-IN nvidia-smi (tests/fixtures/nvidia-smi-standin: NVIDIA's query CSV from a recorded state,
 set commands change that state). Each setting: applied, already right (changed=0), refused out of range, pending
 until a reset or reboot; --check changes nothing; a reset-bound change is refused while a process holds a GPU
@@ -179,8 +179,11 @@ def test_persistence_goes_through_nvidia_persistenced(node):
 
 
 def test_the_record_is_what_the_doctor_compares(node):
-    from gpu_settings import READ_FIELDS, compare_record
-    from gpu_smi import parse_query
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.settings import (
+        READ_FIELDS,
+        compare_record,
+    )
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.smi import parse_query
 
     run_module(gpu_settings, args(node, power_limit="500", ecc=False))
     record = json.loads((node / "var/lib/gpu-node-provisioning/gpu-settings.json").read_text())

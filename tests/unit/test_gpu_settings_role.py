@@ -23,10 +23,10 @@ PLAYBOOK = """
   connection: local
   gather_facts: false
   module_defaults:
-    gpu_node_facts:
+    gpunode.provisioning.gpu_node_facts:
       root: "{{ standin_root }}"
       gather_runtimes: false
-    gpu_settings:
+    gpunode.provisioning.gpu_settings:
       systemctl: "{{ standin_bin }}/systemctl"
       proc_root: "{{ standin_root }}"
   roles:

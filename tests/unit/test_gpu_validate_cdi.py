@@ -1,4 +1,4 @@
-"""The doctor's cdi family (plugins/module_utils/gpu_validate_cdi.py, issue 38): the row "CDI spec", each CDI spec in
+"""The doctor's cdi family (plugins/module_utils/gpu_validate/cdi.py, issue 38): the row "CDI spec", each CDI spec in
 the runtimes' spec directories checked against stand-in device nodes and the loaded driver, each case failing and
 passing. FakeNode (conftest.py) gives the device nodes (with their major and minor numbers) and the files.
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import sys
 
-import gpu_validate_cdi as cdi
 import pytest
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import cdi as cdi
 from conftest import GPU_NODE, FakeNode, load_module, node, params
 
 ROW = "CDI spec"

@@ -1,4 +1,4 @@
-"""library/gpu_validate_checks.py, the doctor's node-side module: the families in the doctor's order, the real
+"""plugins/modules/gpu_validate_checks.py, the doctor's node-side module: the families in the doctor's order, the real
 runner, the module itself, and the isolation family's "device plugin vs node" row.
 
 Each check is a function of its inputs (parameters, node facts, command results, files); the tables give each
@@ -11,9 +11,9 @@ import os
 import sys
 
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containers import device_plugin_row
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import Node
 from conftest import GPU_NODE, NO_GPU, FakeNode, load_module, params, shared_doctor_params
-from gpu_validate_containers import device_plugin_row
-from gpu_validate_host import Node
 from test_gpu_validate_driver import REBOOT
 from test_gpu_validate_fuse import AA, SECCOMP
 from test_gpu_validate_kubelet import DROPIN, ENV, KC, WITH_CONFIG_DIR

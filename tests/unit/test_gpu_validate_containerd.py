@@ -1,4 +1,4 @@
-"""The doctor's containerd rows and containerd's isolation row (plugins/module_utils/gpu_validate_containerd.py).
+"""The doctor's containerd rows and containerd's isolation row (plugins/module_utils/gpu_validate/containerd.py).
 
 Each check is a function of its inputs (parameters, node facts, command results, files); the tables give each
 row a passing case and the failing cases. FakeNode (conftest.py) answers the commands and file reads."""
@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import GPU_NODE, NO_GPU, FakeNode, node, params, row
-from gpu_validate_containerd import (
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containerd import (
     check_containerd,
     check_containerd_isolation,
     containerd_rows,
@@ -18,7 +17,11 @@ from gpu_validate_containerd import (
     cri_plugins,
     crictl_facts,
 )
-from gpu_validate_containers import COUNT_DEVICES, SYS_ADMIN_NOTE
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containers import (
+    COUNT_DEVICES,
+    SYS_ADMIN_NOTE,
+)
+from conftest import GPU_NODE, NO_GPU, FakeNode, node, params, row
 from test_gpu_validate_docker import ZERO, _with
 
 # ---- containerd -------------------------------------------------------------------------------------------

@@ -10,13 +10,18 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import containerd_toml as ct
-import gpu_validate_logic
 import pytest
 import tomlkit
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic as gpu_validate_logic
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containerd import (
+    config_versions,
+    containerd_state,
+    containerd_versions_row,
+    cri_plugins,
+)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import Node
 from conftest import GPU_NODE, FakeNode, params, row
-from gpu_validate_containerd import config_versions, containerd_state, containerd_versions_row, cri_plugins
-from gpu_validate_host import Node
 
 ROOT = "/etc/containerd/config.toml"
 CONFD = "/etc/containerd/conf.d"

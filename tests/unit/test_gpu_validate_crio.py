@@ -1,4 +1,4 @@
-"""The doctor's CRI-O rows and CRI-O's isolation row (plugins/module_utils/gpu_validate_crio.py).
+"""The doctor's CRI-O rows and CRI-O's isolation row (plugins/module_utils/gpu_validate/crio.py).
 
 Each check is a function of its inputs (parameters, node facts, command results, files); the tables give each
 row a passing case and the failing cases. FakeNode (conftest.py) answers the commands and file reads."""
@@ -6,9 +6,15 @@ row a passing case and the failing cases. FakeNode (conftest.py) answers the com
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containers import SYS_ADMIN_NOTE
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.crio import (
+    CRIO_ENDPOINT,
+    crio_container_rows,
+    crio_rows,
+    crio_state,
+    crio_sys_admin_row,
+)
 from conftest import GPU_NODE, NO_GPU, FakeNode, load_module, node, params, row
-from gpu_validate_containers import SYS_ADMIN_NOTE
-from gpu_validate_crio import CRIO_ENDPOINT, crio_container_rows, crio_rows, crio_state, crio_sys_admin_row
 from test_gpu_validate_driver import CTK
 
 checks = load_module("gpu_validate_checks")

@@ -1,4 +1,4 @@
-"""The doctor's docker rows and docker's isolation row (plugins/module_utils/gpu_validate_docker.py).
+"""The doctor's docker rows and docker's isolation row (plugins/module_utils/gpu_validate/docker.py).
 
 Each check is a function of its inputs (parameters, node facts, command results, files); the tables give each
 row a passing case and the failing cases. FakeNode (conftest.py) answers the commands and file reads."""
@@ -6,9 +6,8 @@ row a passing case and the failing cases. FakeNode (conftest.py) answers the com
 from __future__ import annotations
 
 import pytest
-from conftest import GPU_NODE, NO_GPU, FakeNode, load_module, node, params, row
-from gpu_validate_containers import SYS_ADMIN_NOTE
-from gpu_validate_docker import (
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containers import SYS_ADMIN_NOTE
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.docker import (
     DOCKER_INFO_FORMAT,
     check_docker,
     check_docker_isolation,
@@ -16,6 +15,7 @@ from gpu_validate_docker import (
     docker_rows,
     docker_sys_admin_row,
 )
+from conftest import GPU_NODE, NO_GPU, FakeNode, load_module, node, params, row
 
 checks = load_module("gpu_validate_checks")
 

@@ -1,13 +1,12 @@
-"""Unit tests of the doctor's "doors" family (plugins/module_utils/gpu_validate_doors.py, issue 24): the ways a pod
+"""Unit tests of the doctor's "doors" family (plugins/module_utils/gpu_validate/doors.py, issue 24): the ways a pod
 that requests no GPU could still get one through NVIDIA's runtime. Table-driven like the other families' tests;
 molecule/nvidia_runtime shows each failing row on a real node (NVIDIA's runtime injecting the fake GPU)."""
 
 from __future__ import annotations
 
-import gpu_validate_doors
 import pytest
-from conftest import FakeNode, params
-from gpu_validate_doors import (
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import doors as gpu_validate_doors
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.doors import (
     _path_match,
     annotation_passthrough,
     cdi_annotation_row,
@@ -16,6 +15,7 @@ from gpu_validate_doors import (
     string_list,
     volume_mount_row,
 )
+from conftest import FakeNode, params
 
 CONFIG = "/etc/nvidia-container-runtime/config.toml"
 VOLUME = "toolkit: GPU by volume mount"

@@ -1,4 +1,4 @@
-"""The doctor's dra family (plugins/module_utils/gpu_validate_dra.py, issue 39): "GPU allocation" (which GPU plugin
+"""The doctor's dra family (plugins/module_utils/gpu_validate/dra.py, issue 39): "GPU allocation" (which GPU plugin
 is registered with the kubelet against gpu_node_facts_gpu_allocation) and "DRA prerequisites" (CDI with /var/run/cdi
 in each runtime's effective config, the device nodes and their boot unit before the kubelet, the kubelet's plugin
 directories). FakeNode (conftest.py) holds the sockets and directories as files and answers systemctl and docker.
@@ -8,8 +8,8 @@ The paths are those of NVIDIA's DRA driver (node_facts_dra's docstring cites the
 
 from __future__ import annotations
 
-import gpu_validate_cdi as cdi
-import gpu_validate_dra as dra
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import cdi as cdi
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import dra as dra
 from conftest import NO_GPU, FakeNode, load_module, node, params, shared_values
 
 UNIT = shared_values()["__gpu_node_facts_dra_device_nodes_unit"]

@@ -1,4 +1,4 @@
-"""The doctor's driver and toolkit families (plugins/module_utils/gpu_validate_driver.py): each row passing and failing.
+"""The doctor's driver and toolkit families (plugins/module_utils/gpu_validate/driver.py): each row passing and failing.
 
 Each check is a function of its inputs (parameters, node facts, command results, files); the tables give each
 row a passing case and the failing cases. FakeNode (conftest.py) answers the commands and file reads."""
@@ -6,9 +6,17 @@ row a passing case and the failing cases. FakeNode (conftest.py) answers the com
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.driver import (
+    check_driver,
+    check_toolkit,
+    driver_row,
+    peermem_row,
+    reboot_row,
+    smi_row,
+    toolkit_row,
+)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import truncate
 from conftest import GPU_NODE, MISSING, NO_GPU, FakeNode, node, params, row
-from gpu_validate_driver import check_driver, check_toolkit, driver_row, peermem_row, reboot_row, smi_row, toolkit_row
-from gpu_validate_host import truncate
 
 # ---- driver ------------------------------------------------------------------------------------------------
 

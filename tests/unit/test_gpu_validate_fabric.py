@@ -1,4 +1,4 @@
-"""The doctor's fabric family (plugins/module_utils/gpu_validate_fabric.py, issue 39): the rows "IMEX" (the host's
+"""The doctor's fabric family (plugins/module_utils/gpu_validate/fabric.py, issue 39): the rows "IMEX" (the host's
 nvidia-imex.service against nvidia_driver_imex) and "NVLink fabric" (each GPU's fabric state and status).
 
 TEST STAND-IN outputs: FakeNode (conftest.py) answers `systemctl show --property=LoadState,UnitFileState,ActiveState
@@ -9,8 +9,8 @@ not "Success", an IMEX unit running where it must be masked or stopped where it 
 
 from __future__ import annotations
 
-import gpu_validate_fabric as fabric
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import fabric as fabric
 from conftest import NO_GPU, FakeNode, load_module, node, params
 
 SMI = "/usr/bin/nvidia-smi"

@@ -1,4 +1,4 @@
-"""plugins/module_utils/gpu_validate_families.py, the one registry of the doctor's families (issue 51): the module's
+"""plugins/module_utils/gpu_validate/families.py, the one registry of the doctor's families (issue 51): the module's
 choices and order, the family each row carries, the role's families, the fleet report's order and fallback, and the
 families table of roles/gpu_validate/README.md."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-import gpu_validate_families as registry
 import pytest
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import families as registry
 from conftest import GPU_NODE, ROOT, FakeNode, documented_options, load_module, params
 
 checks = load_module("gpu_validate_checks")

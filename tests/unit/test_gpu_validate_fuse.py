@@ -1,4 +1,4 @@
-"""The doctor's fuse, security and confinement families (plugins/module_utils/gpu_validate_fuse.py).
+"""The doctor's fuse, security and confinement families (plugins/module_utils/gpu_validate/fuse.py).
 
 Each check is a function of its inputs (parameters, node facts, command results, files); the tables give each
 row a passing case and the failing cases. FakeNode (conftest.py) answers the commands and file reads."""
@@ -6,8 +6,14 @@ row a passing case and the failing cases. FakeNode (conftest.py) answers the com
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.fuse import (
+    check_confinement,
+    check_fuse,
+    check_security,
+    confinement_row,
+    seccomp_row,
+)
 from conftest import GPU_NODE, FakeNode, node, params, row, stack_facts
-from gpu_validate_fuse import check_confinement, check_fuse, check_security, confinement_row, seccomp_row
 from test_gpu_validate_kubelet import DROPIN, MAIN
 
 # ---- fuse --------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The doctor's health family (plugins/module_utils/gpu_validate_health.py, issue 49): each row ok, warn and fail.
+"""The doctor's health family (plugins/module_utils/gpu_validate/health.py, issue 49): each row ok, warn and fail.
 
 TEST STAND-IN outputs: the kernel logs under tests/fixtures/kernel_log hold Xid lines in the driver's form
 (`NVRM: Xid (PCI:0000:2a:00): 79, pid=..., ...`; a MIG GPU's `(PCI:... GPU-I:05)`), the GPUs' values come from the
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 
-import gpu_validate_health as health
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import health as health
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.settings import READ_FIELDS
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.smi import query_argv
 from conftest import ROOT, FakeNode, node, params
-from gpu_settings import READ_FIELDS
-from gpu_smi import query_argv
 
 SMI = "/usr/bin/nvidia-smi"
 LOGS = ROOT / "tests" / "fixtures" / "kernel_log"

@@ -8,9 +8,16 @@ from __future__ import annotations
 import sys
 
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containerd import (
+    check_containerd,
+    containerd_rows,
+    containerd_state,
+)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.kubelet import (
+    agent_settings,
+    check_kubelet,
+)
 from conftest import FakeNode, node, params, row
-from gpu_validate_containerd import check_containerd, containerd_rows, containerd_state
-from gpu_validate_kubelet import agent_settings, check_kubelet
 from test_gpu_validate_containerd import PLUGINS_OK
 
 SOCK = "/run/k3s/containerd/containerd.sock"

@@ -1,4 +1,4 @@
-"""The doctor's kubelet family on kubeadm-style nodes (plugins/module_utils/gpu_validate_kubelet.py); RKE2/k3s
+"""The doctor's kubelet family on kubeadm-style nodes (plugins/module_utils/gpu_validate/kubelet.py); RKE2/k3s
 and kubespray nodes in test_gpu_validate_installers.py.
 
 Each check is a function of its inputs (parameters, node facts, command results, files); the tables give each
@@ -7,8 +7,8 @@ row a passing case and the failing cases. FakeNode (conftest.py) answers the com
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.kubelet import check_kubelet
 from conftest import FakeNode, node, params, row
-from gpu_validate_kubelet import check_kubelet
 
 # ---- kubelet -----------------------------------------------------------------------------------------------
 

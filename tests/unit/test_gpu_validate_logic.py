@@ -1,4 +1,4 @@
-"""plugins/module_utils/gpu_validate_logic.py: what the doctor reads from runtime dumps and kubelet files.
+"""plugins/module_utils/gpu_validate/logic.py: what the doctor reads from runtime dumps and kubelet files.
 
 On the node the module runs on python3 < 3.11 (Debian 11/12, Ubuntu 22.04, EL 9): no tomllib, no
 PyYAML. Its small TOML reader must read every configuration dump the project knows exactly as
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import tomllib
 
-import gpu_validate_logic as logic
 import pytest
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic as logic
 from conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "containerd"

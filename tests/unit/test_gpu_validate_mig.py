@@ -1,4 +1,4 @@
-"""The doctor's mig family (plugins/module_utils/gpu_validate_mig.py, issue 38): the row "MIG", the layout the MIG
+"""The doctor's mig family (plugins/module_utils/gpu_validate/mig.py, issue 38): the row "MIG", the layout the MIG
 manager's unit selects (MIG_PARTED_SELECTED_CONFIG, from `systemctl show`) in the config file the role writes,
 against what nvidia-smi reports. FakeNode (conftest.py) answers systemctl and nvidia-smi and holds the config file.
 
@@ -8,8 +8,8 @@ nvidia-smi's output has the shape of `nvidia-smi --query-gpu=index,pci.device_id
 
 from __future__ import annotations
 
-import gpu_validate_mig as mig
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import mig as mig
 from conftest import NO_GPU, FakeNode, load_module, node, params
 
 SMI = "/usr/bin/nvidia-smi"

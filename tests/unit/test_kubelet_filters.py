@@ -1,4 +1,4 @@
-"""Tests of plugins/filter/kubelet.py, kubelet_config.py and plugins/module_utils/kubernetes_names.py."""
+"""Tests of plugins/filter/kubelet.py, kubelet_config.py and plugins/module_utils/kubernetes/names.py."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import copy
 import re
 from pathlib import Path
 
-import kubernetes_names as names
 import pytest
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import names as names
 from conftest import load_module, role_defaults, shared_values
 
 kb = load_module("kubelet", subdir="plugins/filter")
@@ -900,7 +900,7 @@ def test_service_state_from_a_service_facts_result():
 
 
 def test_every_filter_the_role_uses_exists():
-    pattern = re.compile(r"(?:\|\s*|map\(')(kubelet_[a-z_]+)")
+    pattern = re.compile(r"(?:\|\s*|map\(')gpunode\.provisioning\.(kubelet_[a-z_]+)")
     used = set()
     for path in (ROOT / "roles/kubelet").rglob("*"):
         if path.suffix in (".yml", ".j2"):

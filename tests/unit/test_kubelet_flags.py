@@ -1,4 +1,4 @@
-"""Tests of library/kubelet_flags.py: pure functions, and the module run end to end on tmp_path."""
+"""Tests of plugins/modules/kubelet_flags.py: pure functions, and the module run end to end on tmp_path."""
 
 from __future__ import annotations
 

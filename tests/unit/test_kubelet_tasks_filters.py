@@ -106,8 +106,8 @@ RESULTS = [
 @pytest.mark.parametrize(("dropin", "main", "removed"), RESULTS)
 @pytest.mark.parametrize("flags", [{"changed": True}, {"changed": False}])
 def test_the_file_results_are_the_pairs_the_old_jinja_rolled_back(dropin, main, removed, flags):
-    # the old pairs: the expression before `| kubelet_rollback_plan(...)`, evaluated as it was
-    expression = OLD["__kubelet_rollback"].split("| kubelet_rollback_plan")[0] + "}}"
+    # the old pairs: the expression before `| gpunode.provisioning.kubelet_rollback_plan(...)`, evaluated as it was
+    expression = OLD["__kubelet_rollback"].split("| gpunode.provisioning.kubelet_rollback_plan")[0] + "}}"
     variables = {
         "__kubelet_dropin_result": dropin,
         "__kubelet_main_result": main,

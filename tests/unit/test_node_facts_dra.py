@@ -1,10 +1,10 @@
-"""Node facts for GPU allocation (plugins/module_utils/node_facts_dra.py, issue 39), read from a node tree under
+"""Node facts for GPU allocation (plugins/module_utils/node_facts/dra.py, issue 39), read from a node tree under
 tmp_path: the running kubelet's --root-dir from /proc/<pid>/cmdline, the registration sockets in plugins_registry,
 NVIDIA's device plugin's sockets and the DRA GPU plugin's checkpoint; and the facts module returns them."""
 
 from __future__ import annotations
 
-import node_facts_dra as facts
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts import dra as facts
 from conftest import gather_node_facts
 
 

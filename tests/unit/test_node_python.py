@@ -1,4 +1,4 @@
-"""Node-side code (library/ and the plugins/module_utils files those modules import) runs
+"""Node-side code (plugins/modules/ and the plugins/module_utils files those modules import) runs
 on the node's python3, and ansible-core 2.19 supports targets from Python 3.8 on (EL 9's
 python3 is 3.9). The controller runs 3.11+, so nothing else would notice a 3.10-only
 construct in them. Two checks:
@@ -30,18 +30,24 @@ BUILTIN_GENERICS = {"list", "dict", "tuple", "set", "frozenset", "type"}  # subs
 TYPE_NAMES = BUILTIN_GENERICS | {"str", "int", "float", "bool", "bytes", "object"}
 
 
+PACKAGE = "ansible_collections.gpunode.provisioning.plugins.module_utils."
+
+
 def node_side_files() -> list[Path]:
-    """library/*.py and, transitively, the project module_utils they import as ansible.module_utils.X."""
-    own = {p.stem: p for p in (ROOT / "plugins" / "module_utils").glob("*.py")}
-    files = sorted((ROOT / "library").glob("*.py"))
+    """plugins/modules/*.py and, transitively, the collection's module_utils they import by package path."""
+    files = sorted((ROOT / "plugins" / "modules").glob("*.py"))
     todo, seen = list(files), set(files)
     while todo:
         for node in ast.walk(ast.parse(todo.pop().read_text())):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ansible.module_utils."):
-                name = node.module.split(".")[2]
-                if name in own and own[name] not in seen:
-                    seen.add(own[name])
-                    todo.append(own[name])
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PACKAGE.rstrip(".")):
+                parts = node.module[len(PACKAGE) :].split(".") if node.module.startswith(PACKAGE) else []
+                base = ROOT / "plugins" / "module_utils" / Path(*parts) if parts else ROOT / "plugins" / "module_utils"
+                # `from <package> import module` or `from <package>.<module> import name`
+                candidates = [base.with_suffix(".py")] + [base / f"{a.name}.py" for a in node.names]
+                for path in candidates:
+                    if path.is_file() and path not in seen:
+                        seen.add(path)
+                        todo.append(path)
     return sorted(seen)
 
 
@@ -103,8 +109,9 @@ def runtime_problems(source: str) -> list[str]:
 
 
 def test_node_side_files_are_found():
-    names = {p.name for p in node_side_files()}
-    assert {"gpu_node_facts.py", "config_merge.py", "file_edit.py"} <= names
+    names = {str(p.relative_to(ROOT)) for p in node_side_files()}
+    assert {"plugins/modules/gpu_node_facts.py", "plugins/module_utils/files/merge.py"} <= names
+    assert "plugins/module_utils/files/edit.py" in names
     assert "controller_files.py" not in names, "controller-only module_utils must not count as node-side"
 
 
@@ -141,13 +148,21 @@ def test_node_side_code_runs_on_python_3_9_in_a_node(tmp_path):
     tree = tmp_path / "tree"
     shutil.copytree(Path(ansible.__file__).parent / "module_utils", tree / "ansible" / "module_utils")
     (tree / "ansible" / "__init__.py").write_text("")
+    # as AnsiballZ ships them: the collection's module_utils under their package path, an __init__.py per level
     for path in node_side_files():
-        if path.parent.name == "module_utils":
-            shutil.copy(path, tree / "ansible" / "module_utils" / path.name)
+        rel = path.relative_to(ROOT)
+        if rel.parts[:2] == ("plugins", "module_utils"):
+            dest = tree / "ansible_collections" / "gpunode" / "provisioning" / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, dest)
+    for folder in (tree / "ansible_collections").rglob("*"):
+        if folder.is_dir() and not (folder / "__init__.py").exists():
+            (folder / "__init__.py").write_text("")
+    (tree / "ansible_collections" / "__init__.py").write_text("")
     result = subprocess.run(
         [
             "docker", "run", "--rm", "--network", "none",
-            "-v", f"{tree}:/t:ro", "-v", f"{ROOT / 'library'}:/library:ro",
+            "-v", f"{tree}:/t:ro", "-v", f"{ROOT / 'plugins' / 'modules'}:/library:ro",
             "-v", f"{ROOT / 'tests' / 'fixtures' / 'node_python'}:/check:ro",
             "--pull", "never", PY39_IMAGE, "python3", "/check/check_node_python.py", "/t", "/library",
         ],
@@ -156,5 +171,10 @@ def test_node_side_code_runs_on_python_3_9_in_a_node(tmp_path):
     out = result.stdout + result.stderr
     assert result.returncode == 0, f"node-side code fails on {PY39_IMAGE}'s python3:\n{out}"
     assert out.startswith("python 3.9."), out
-    expected = {f"import library/{p.name}" for p in (ROOT / "library").glob("*.py")}
+    expected = {f"import plugins/modules/{p.name}" for p in (ROOT / "plugins" / "modules").glob("*.py")}
+    expected |= {
+        f"import {PACKAGE}{'.'.join(p.relative_to(ROOT / 'plugins' / 'module_utils').with_suffix('').parts)}"
+        for p in node_side_files()
+        if "module_utils" in p.parts
+    }
     assert expected <= {line[5:] for line in out.splitlines() if line.startswith("ok   ")}, out

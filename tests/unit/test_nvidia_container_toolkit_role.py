@@ -582,13 +582,13 @@ def test_the_config_probe_takes_the_merge_tasks_own_arguments():
     variables: the config targets (without the label, which only names the loop item) and the file arguments."""
     variables = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())
     probe = variables["__nvidia_container_toolkit_config_probe"]
-    assert probe["action"] == "toml_merge" and probe["check_mode"] is True
+    assert probe["action"] == "gpunode.provisioning.toml_merge" and probe["check_mode"] is True
     assert probe["args"] == "{{ __nvidia_container_toolkit_config_file_args }}"
     assert "__nvidia_container_toolkit_config_targets" in probe["items"]
     (block,) = [t for t in yaml.safe_load((ROLE / "tasks" / "apply.yml").read_text()) if "block" in t]
     merge = next(task for task in block["block"] if task["name"] == MERGE)
     assert merge["loop"] == "{{ __nvidia_container_toolkit_config_targets }}"
-    assert merge["toml_merge"] == {
+    assert merge["gpunode.provisioning.toml_merge"] == {
         "path": "{{ item.path }}",
         "settings": "{{ item.settings }}",
         **{key: f"{{{{ __nvidia_container_toolkit_config_file_args.{key} }}}}" for key in variables[

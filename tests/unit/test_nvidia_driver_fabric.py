@@ -1,6 +1,6 @@
 """The NVLink fabric services of the nvidia_driver role (issue 39): NVIDIA IMEX pinned and held with the driver,
 checked in lockstep like the fabric manager, its unit configured (host) or masked (dra); nvlsm and its kernel modules
-on NVLink5 systems; the fact that tells NVLink5 (plugins/module_utils/node_facts_fabric.py); the merge of IMEX's
+on NVLink5 systems; the fact that tells NVLink5 (plugins/module_utils/node_facts/fabric.py); the merge of IMEX's
 config.cfg (plugins/filter/nvidia_driver.py key_value_config).
 
 The role's variables are rendered as in test_nvidia_driver_render.py (its Role); the sysfs trees are TEST STAND-INs
@@ -8,10 +8,10 @@ laid out in tmp_path as the kernel lays out /sys/bus/pci/devices."""
 
 from __future__ import annotations
 
-import node_facts_fabric
 import pytest
 import yaml
 from ansible.template import trust_as_template
+from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts import fabric as node_facts_fabric
 from conftest import gather_node_facts, load_module
 from test_nvidia_driver_render import ROLE, Role
 

@@ -1,4 +1,4 @@
-"""Unit tests for library/nvidia_driver_kernels.py and the nvidia_driver role's reboot readiness check.
+"""Unit tests for plugins/modules/nvidia_driver_kernels.py and the nvidia_driver role's reboot readiness check.
 
 Nodes are file trees under tmp_path laid out as Debian, Ubuntu and EL install kernels and NVIDIA modules:
 /boot/vmlinuz-<release>, /lib/modules/<release>/build/Makefile (headers), DKMS's updates/dkms/, Ubuntu's

@@ -178,7 +178,9 @@ def _lookup(platform: str, stdout: str) -> dict:
     role = Role(platform)
     return {
         "rc": 0,
-        "cmd": role["__nvidia_driver_running_kernel_headers | package_query(__nvidia_driver_pkg_mgr)"],
+        "cmd": role[
+            "__nvidia_driver_running_kernel_headers | gpunode.provisioning.package_query(__nvidia_driver_pkg_mgr)"
+        ],
         "stdout": stdout,
     }
 
@@ -1288,7 +1290,7 @@ def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_d
     ]
     names = [task["name"] for task in MAIN]
     check = _task(MAIN, "Check the nvidia_driver variables")
-    assert check["role_variables"]["checks"] == "__nvidia_driver_variable_checks"
+    assert check["gpunode.provisioning.role_variables"]["checks"] == "__nvidia_driver_variable_checks"
     assert names.index(check["name"]) < names.index("Leave the node without an NVIDIA GPU alone")
 
 
@@ -1617,8 +1619,8 @@ def test_a_node_without_gpu_runs_the_variable_check_then_ends_the_role_before_an
     report and end_role; the platform data, the node reads and every task that changes something come after."""
     names = [task["name"] for task in MAIN]
     end = names.index("Leave the node without an NVIDIA GPU alone")
-    assert [next(k for k in task if "." in k or k == "role_variables") for task in MAIN[: end + 1]] == [
-        "role_variables",
+    assert [next(k for k in task if "." in k) for task in MAIN[: end + 1]] == [
+        "gpunode.provisioning.role_variables",
         "ansible.builtin.debug",
         "ansible.builtin.meta",
     ]

@@ -62,7 +62,7 @@ PLAYBOOK = """
   gather_facts: false
   # the roles' dependency gpu_node_facts gathers from the stand-in tree (its /proc: the GPU pods)
   module_defaults:
-    gpu_node_facts:
+    gpunode.provisioning.gpu_node_facts:
       root: "{{ standin_root }}"
       gather_runtimes: false
   tasks:
@@ -325,7 +325,7 @@ MAIN_PLAYBOOK = """
   connection: local
   gather_facts: false
   module_defaults:
-    gpu_node_facts:
+    gpunode.provisioning.gpu_node_facts:
       root: "{{ standin_root }}"
       gather_runtimes: false
   roles:

@@ -1,6 +1,6 @@
 """NVIDIA's runtime is known by the binary it runs, not by the name it was given (issue 37).
 
-One definition (plugins/module_utils/nvidia_runtime.py) serves the facts, the GPU-pods guard, the merges of docker,
+One definition (plugins/module_utils/nvidia/runtime.py) serves the facts, the GPU-pods guard, the merges of docker,
 containerd and CRI-O and the doctor. The nodes are shaped like the field's: AKS and microk8s call the entry
 nvidia-container-runtime, the GPU Operator registers nvidia, nvidia-cdi and nvidia-legacy with binaries under
 /usr/local/nvidia/toolkit, hand-made docker setups use names such as gpu."""
@@ -12,10 +12,10 @@ import re
 import tomllib
 from pathlib import Path
 
-import containerd_toml as ct
-import gpu_pods
-import nvidia_runtime
 import pytest
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods as gpu_pods
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as nvidia_runtime
 from conftest import gather_node_facts, load_module
 from test_runtime_config_crio import CRIO_NODE, render
 
@@ -303,8 +303,10 @@ def test_crio_dropin_moves_an_nvidia_default_under_another_name_back_to_crios_ow
     ],
 )
 def test_the_doctors_default_runtime_row_fails_for_nvidias_runtime_under_any_name(default, binary, status):
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containers import (
+        default_runtime_row,
+    )
     from conftest import params
-    from gpu_validate_containers import default_runtime_row
 
     said = "default_runtime_name is {default}: every pod whose image sets"
     row = default_runtime_row(params(), "containerd", default, said, "intended", binary=binary)

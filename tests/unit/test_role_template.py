@@ -31,7 +31,7 @@ def _play(tmp_path, extra_vars: dict) -> dict:
                 {
                     "ansible.builtin.copy": {
                         "dest": str(out),
-                        "content": "{{ {'mine': lookup('role_template', 'etc/demo.conf.j2'),"
+                        "content": "{{ {'mine': lookup('gpunode.provisioning.role_template', 'etc/demo.conf.j2'),"
                         " 'theirs': lookup('ansible.builtin.template', 'etc/demo.conf.j2')} | to_json }}",
                     }
                 }

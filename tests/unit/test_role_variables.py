@@ -34,15 +34,16 @@ TASK_NAME = "Check the {role} variables"
 # (plugins/action/gpu_node_facts.py) runs the role_variables check on its own spec and checks before it reads the node.
 # The roles whose one read of the node decides their path check their variables in that read's task (the role_read
 # action runs the same check before it reads anything: plugins/action/role_read.py; the no-op re-run counts every task).
+FQ = "gpunode.provisioning"
 CHECKING_TASKS = {
-    "gpu_node_facts": ("gpu_node_facts", "Check the variables and gather the GPU node facts"),
-    "gpu_settings": ("gpu_settings", "Keep the GPUs at their declared settings"),
-    "fuse": ("role_read", "Check the fuse variables and read what FUSE needs on the node"),
-    "security_profiles": ("role_read", "Check the security_profiles variables and look up the profiles"),
-    "kubelet": ("role_read", "Check the kubelet variables and read the kubelet files"),
-    "runtime_config": ("role_read", "Check the runtime_config variables, read binary, files, restarts"),
-    "gpu_validate": ("role_read", "Check the gpu_validate variables and run the checks on the node"),
-    "nvidia_container_toolkit": ("role_read", "Check the nvidia_container_toolkit variables and read the node"),
+    "gpu_node_facts": (f"{FQ}.gpu_node_facts", "Check the variables and gather the GPU node facts"),
+    "gpu_settings": (f"{FQ}.gpu_settings", "Keep the GPUs at their declared settings"),
+    "fuse": (f"{FQ}.role_read", "Check the fuse variables and read what FUSE needs on the node"),
+    "security_profiles": (f"{FQ}.role_read", "Check the security_profiles variables and look up the profiles"),
+    "kubelet": (f"{FQ}.role_read", "Check the kubelet variables and read the kubelet files"),
+    "runtime_config": (f"{FQ}.role_read", "Check the runtime_config variables, read binary, files, restarts"),
+    "gpu_validate": (f"{FQ}.role_read", "Check the gpu_validate variables and run the checks on the node"),
+    "nvidia_container_toolkit": (f"{FQ}.role_read", "Check the nvidia_container_toolkit variables and read the node"),
 }
 
 
@@ -119,9 +120,10 @@ def _tasks_in_order_one(role: Path, task: dict) -> list[dict]:
 def test_every_role_checks_its_variables_once_before_anything_else(role):
     """One role_variables task per role (gpu_node_facts: its facts task, whose action runs the same check), with the
     role's rules, the role's first task but for the platform data."""
-    action = CHECKING_TASKS.get(role.name, ("role_variables",))[0]
+    action = CHECKING_TASKS.get(role.name, ("gpunode.provisioning.role_variables",))[0]
     tasks = _tasks_in_order(role, CHECK_FILES.get(role.name, "main.yml"))
-    checks = [i for i, task in enumerate(tasks) if "role_variables" in task or "spec" in (task.get(action) or {})]
+    checker = "gpunode.provisioning.role_variables"
+    checks = [i for i, task in enumerate(tasks) if checker in task or "spec" in (task.get(action) or {})]
     assert len(checks) == 1, f"{role.name}: {len(checks)} role_variables tasks"
     # Only the platform data (tasks/set_vars.yml: an include_vars, nothing on the node) may come first, where the
     # rules read it (gpu_node_facts: its own load after its facts task; the roles on site.yml's no-op path get theirs

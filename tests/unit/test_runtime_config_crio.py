@@ -34,7 +34,8 @@ def render(crio_config: str = "", **overrides) -> dict:
     variables["__runtime_config_crio_config"] = {"stdout": crio_config}
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
     env.filters["comment"] = comment
-    env.filters.update(load_module("crio", subdir="plugins/filter").FilterModule().filters())
+    filters = load_module("crio", subdir="plugins/filter").FilterModule().filters()
+    env.filters.update({f"gpunode.provisioning.{name}": function for name, function in filters.items()})
     text = env.from_string(TEMPLATE.read_text()).render(**variables)
     assert text.startswith("#")
     return tomllib.loads(text)

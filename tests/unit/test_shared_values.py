@@ -34,9 +34,9 @@ PLACES = sorted(
     [path for folder in ("roles", "playbooks", "inventories") for path in (ROOT / folder).rglob("*.yml")]
     + [
         ROOT / "library" / "gpu_validate_checks.py",
-        *sorted((ROOT / "plugins" / "module_utils").glob("gpu_validate_*.py")),
-        ROOT / "plugins" / "module_utils" / "gpu_pods.py",
-        ROOT / "plugins" / "module_utils" / "node_facts_workloads.py",
+        *sorted((ROOT / "plugins" / "module_utils" / "gpu_validate").glob("*.py")),
+        ROOT / "plugins" / "module_utils" / "kubernetes" / "gpu_pods.py",
+        ROOT / "plugins" / "module_utils" / "node_facts" / "workloads.py",
         ROOT / "plugins" / "action" / "gpu_node_facts.py",
     ]
     + sorted((ROOT / "plugins" / "filter").glob("*.py"))
@@ -130,8 +130,9 @@ def test_the_doctor_has_no_fallback_for_what_the_roles_pass():
     ):
         assert spec[option].get("required") is True and "default" not in spec[option], option
     passed = yaml.safe_load((ROOT / "roles" / "gpu_validate" / "tasks" / "checks.yml").read_text())[0]
-    read = passed["role_read"]["reads"][0]  # the variable check, then the module (plugins/action/role_read.py)
-    assert read["module"] == "gpu_validate_checks"
+    # the variable check, then the module (plugins/action/role_read.py)
+    read = passed["gpunode.provisioning.role_read"]["reads"][0]
+    assert read["module"] == "gpunode.provisioning.gpu_validate_checks"
     assert read["args"]["kubelet_dropin_min"] == "{{ __gpu_node_facts_kubelet_dropin_min }}"
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import containerd_toml as ct
 import tomlkit
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
 from conftest import load_module
 
 tm = load_module("toml_merge", subdir="plugins/action")

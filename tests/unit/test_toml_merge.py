@@ -210,7 +210,7 @@ class FakeNode:
         if module_name == "ansible.legacy.file":
             self.directories.add(module_args["path"])
             return {"changed": True}
-        if module_name == "ansible.legacy.config_file_write":
+        if module_name == "gpunode.provisioning.config_file_write":
             return self.write(module_args)
         raise AssertionError(f"unexpected module {module_name}")
 
@@ -362,7 +362,7 @@ def test_module_file_refuses_to_run_without_its_action_plugin():
 
 def test_documentation_matches_the_action_argument_spec():
     doc = {"options": documented_options(load_module("toml_merge"))}
-    file_args = set(load_module("controller_files", subdir="plugins/module_utils").FILE_ARGUMENT_SPEC)
+    file_args = set(load_module("controller_files", subdir="plugins/plugin_utils").FILE_ARGUMENT_SPEC)
     assert set(doc["options"]) | file_args == set(tm.ARGUMENT_SPEC)
     for name, spec in doc["options"].items():
         assert spec["type"] == tm.ARGUMENT_SPEC[name]["type"], name

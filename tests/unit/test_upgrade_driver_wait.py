@@ -205,8 +205,9 @@ def play_of_the_kubectl_steps(tmp: Path, facts_root: Path | None = None) -> Path
     mechanism = yaml.safe_load((PLAYBOOK.parent / "tasks" / "rollout.yml").read_text())
     if facts_root:
         for task in mechanism:
-            if "gpu_node_facts" in task:
-                task["gpu_node_facts"] = {**task["gpu_node_facts"], "root": str(facts_root)}
+            facts = "gpunode.provisioning.gpu_node_facts"
+            if facts in task:
+                task[facts] = {**task[facts], "root": str(facts_root)}
     (tmp / "rollout.yml").write_text(yaml.safe_dump(mechanism, sort_keys=False))
     for name in ("rollout_wait.yml", "rollout_failed.yml", "upgrade_driver_preflight.yml"):
         (tmp / name).write_text((PLAYBOOK.parent / "tasks" / name).read_text())

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-import gpu_validate_families as families
 import pytest
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import families as families
 from conftest import ROOT, load_module, render_role_value
 
 validate = load_module("validate", subdir="plugins/filter")
@@ -20,7 +20,8 @@ fleet_report = load_module("fleet_report", subdir="plugins/filter")
 ROLE = ROOT / "roles" / "gpu_validate"
 
 OLD_SUMMARY_MSG = (
-    "{{ gpu_validate_results | gpu_validate_table(inventory_hostname) }}\n{%- if __gpu_validate_failing %}\n"
+    "{{ gpu_validate_results | gpunode.provisioning.gpu_validate_table(inventory_hostname) }}\n"
+    "{%- if __gpu_validate_failing %}\n"
     "{{ __gpu_validate_failure }}\n{%- endif %}"
 )
 OLD_FAILURE = (

@@ -4,7 +4,7 @@
 Installed as /usr/local/bin/k3s or /usr/local/bin/rke2; the name it is called by says which. It does what the
 installer's agent does to containerd at every start, as the installers document and their sources show
 (k3s pkg/agent/config/config.go, pkg/agent/containerd/config.go and nvidia.go; the paths are the ones
-plugins/module_utils/node_facts_installers.py cites):
+plugins/module_utils/node_facts/installers.py cites):
 
   <name> --version      "<name> version v<version>" from /etc/gpunode-standin/<name>-version
   <name> server|agent   reads /etc/rancher/<name>/config.yaml and config.yaml.d/*.yaml|*.yml (alphanumeric
