@@ -19,6 +19,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import init_plugin_loader
 from ansible.template import Templar, trust_as_template
 from conftest import load_module
 
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
 LOADER = DataLoader()
 role_variables = load_module("role_variables", subdir="plugins/action")
+init_plugin_loader()  # the builtin lookups the plan's inputs use (file, first_found, fileglob, vars)
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 PLATFORMS = {
@@ -184,7 +186,10 @@ def _lookup(platform: str, stdout: str) -> dict:
 
 
 class Role:
-    """The role's variables for one platform, rendered on demand like Ansible does."""
+    """The role's variables for one platform, rendered on demand like Ansible does: the plan
+    (plugins/filter/nvidia_driver_plan.py) as tasks/set_vars.yml works it out, and the thin variables that read it. The
+    decisions keep the names they had as variables (``role["__nvidia_driver_branch"]``): each is read from the plan
+    (``__nvidia_driver_plan.branch``) or the installed packages' view (``__nvidia_driver_installed``)."""
 
     def __init__(self, platform: str, arch: str = "x86_64", facts: dict | None = None, **variables):
         self.facts = dict(PLATFORMS[platform], architecture=arch, gpu_node=dict(GPU_NODE))
@@ -200,10 +205,16 @@ class Role:
         merged.update(_load(ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"))  # the dependency's shared values
         merged.update(_load(ROLE / "vars" / "main.yml"))
         merged.update(ansible_facts=self.facts, role_path=str(ROLE), inventory_hostname="node1")
+        # the public variables as a list (the vars file reads meta/argument_specs.yml for them)
+        merged["__nvidia_driver_public_variables"] = list(_load(ROLE / "defaults" / "main.yml"))
         templar = Templar(loader=LOADER, variables=merged)
         self.vars_file = self._first_found(templar, "__gpu_node_facts_platform_files")
-        merged.update(_load(self.vars_file))
         merged.update(internal)
+        self.internal = internal
+        # tasks/set_vars.yml's set_fact: the plan rendered once, a value from then on
+        merged["__nvidia_driver_plan"] = Templar(loader=LOADER, variables=merged).evaluate_expression(
+            trust_as_template("__nvidia_driver_plan_inputs | nvidia_driver_plan")
+        )
         self.variables = merged
         self.templar = Templar(loader=LOADER, variables=merged)
 
@@ -219,10 +230,14 @@ class Role:
         raise AssertionError(f"no platform file found among {spec['files']}")
 
     def __getitem__(self, name: str):
-        return self.templar.evaluate_expression(trust_as_template(name))
+        from test_nvidia_driver_plan import plan_names  # that module reads this one
+
+        return self.templar.evaluate_expression(trust_as_template(plan_names(name)))
 
     def condition(self, expression: str) -> bool:
-        return self.templar.evaluate_conditional(trust_as_template(expression))
+        from test_nvidia_driver_plan import plan_names
+
+        return self.templar.evaluate_conditional(trust_as_template(plan_names(expression)))
 
     def check(self, name: str, group: str = "preflight") -> bool:
         """Whether one of the role's checks (vars/main.yml __nvidia_driver_<group>_checks) holds on this node."""
@@ -231,7 +246,12 @@ class Role:
     def variable_errors(self) -> list[str]:
         """What the role_variables task (tasks/main.yml) refuses: the msg of every variable check that is not ok."""
         checks = self.variables["__nvidia_driver_variable_checks"]
-        return role_variables.rule_problems(checks, lambda template: self.templar.template(trust_as_template(template)))
+        return role_variables.rule_problems(
+            checks,
+            lambda template: self.templar.template(
+                trust_as_template(template) if isinstance(template, str) else template
+            ),
+        )
 
     def check_message(self, name: str, group: str = "preflight") -> str:
         """The message a failed check fails the run with, whitespace collapsed as the callback shows it."""
