@@ -183,4 +183,5 @@ def _cfg_value(value) -> str:
 
 class FilterModule:
     def filters(self):
-        return {"nvidia_kernel_module": nvidia_kernel_module, "key_value_config": key_value_config}
+        # nvidia_kernel_module: called by the role's plan (plugins/filter/nvidia_driver_plan.py)
+        return {"key_value_config": key_value_config}

@@ -11,7 +11,7 @@ has one home, ``__nvidia_driver_branches`` in roles/nvidia_driver/vars/main.yml;
   else one sentence, starting "WARNING:", that says the branch is past its end of life (or not one the project
   supports) and names the supported ones. The preflight's report of tasks/preflight.yml carries it.
 
-Callers: roles/nvidia_driver (vars/main.yml), tests/unit/test_example_inventory.py.
+Callers: plugins/filter/nvidia_driver_plan.py (the role's plan), tests/unit/test_example_inventory.py.
 """
 
 from __future__ import annotations
@@ -65,6 +65,5 @@ def nvidia_driver_branch_warning(branch, branches, month) -> str:
 
 class FilterModule:
     def filters(self):
-        return {
-            "nvidia_driver_branch_warning": nvidia_driver_branch_warning,
-        }
+        # nvidia_driver_branch_warning: called by the role's plan (plugins/filter/nvidia_driver_plan.py)
+        return {}

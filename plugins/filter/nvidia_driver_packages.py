@@ -60,8 +60,8 @@ def nvidia_driver_kernel_headers_packages(
 
 class FilterModule:
     def filters(self):
+        # nvidia_driver_ubuntu_packages, nvidia_driver_hold_packages: called by the role's plan
+        # (plugins/filter/nvidia_driver_plan.py)
         return {
-            "nvidia_driver_ubuntu_packages": nvidia_driver_ubuntu_packages,
-            "nvidia_driver_hold_packages": nvidia_driver_hold_packages,
             "nvidia_driver_kernel_headers_packages": nvidia_driver_kernel_headers_packages,
         }

@@ -13,7 +13,7 @@ the message with nothing else to keep in step.
   the controller (``query('ansible.builtin.fileglob', role_path ~ '/vars/*.yml')``). Files without the key (main.yml,
   default.yml) add nothing.
 
-Caller: roles/nvidia_driver/vars/main.yml (``__nvidia_driver_preflight_checks.platform.msg``).
+Caller: roles/nvidia_driver/vars/main.yml (``__nvidia_driver_plan_inputs.releases``, for the preflight's refusal).
 """
 
 from __future__ import annotations

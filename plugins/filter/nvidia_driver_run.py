@@ -112,8 +112,8 @@ def nvidia_driver_kernel_problems(
 
 class FilterModule:
     def filters(self):
+        # nvidia_driver_changes_version: called by the role's plan (plugins/filter/nvidia_driver_plan.py)
         return {
-            "nvidia_driver_changes_version": nvidia_driver_changes_version,
             "nvidia_driver_any_changed": nvidia_driver_any_changed,
             "nvidia_driver_any_changed_or_failed": nvidia_driver_any_changed_or_failed,
             "nvidia_driver_kernels_not_ready": nvidia_driver_kernels_not_ready,

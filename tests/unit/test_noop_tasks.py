@@ -63,15 +63,15 @@ ROLE_BUDGETS = {
 NOOP_ROLE_INCLUDES = {"runtime_config", "gpu_validate"}
 # The templated include file names on the benchmark's platform (Debian 12, apt).
 TEMPLATED_INCLUDES = {
-    "repository_{{ __nvidia_driver_family }}.yml": "repository_debian.yml",
-    "packages_{{ __nvidia_driver_pkg_mgr }}.yml": "packages_apt.yml",
+    "repository_{{ __nvidia_driver_plan.family }}.yml": "repository_debian.yml",
+    "packages_{{ __nvidia_driver_plan.pkg_mgr }}.yml": "packages_apt.yml",
 }
 # The driver role on a GPU node (nothing ends it early): not yet decided by one read (bench/README.md says so); this
 # budget only keeps it from growing. Its includes with a ``when`` that a GPU node on Debian 12 with the role's
 # defaults takes on every run are counted whole there (nvidia_driver_manage_repo and nvidia_driver_debian_cuda_repo
 # are true by default: the package sources and the CUDA repository's key check run on every re-run).
 DRIVER_ON_A_GPU_NODE_BUDGET = 71
-GPU_NODE_INCLUDES = {"repository_{{ __nvidia_driver_family }}.yml", "repository_debian_cuda.yml"}
+GPU_NODE_INCLUDES = {"repository_{{ __nvidia_driver_plan.family }}.yml", "repository_debian_cuda.yml"}
 IMPORTS = ("import_tasks", "ansible.builtin.import_tasks")
 INCLUDES = ("include_tasks", "ansible.builtin.include_tasks")
 INCLUDE_ROLES = ("include_role", "ansible.builtin.include_role")

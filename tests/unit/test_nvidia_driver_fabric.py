@@ -108,7 +108,7 @@ def test_the_install_ends_with_imex_at_the_drivers_version():
         task for task in tasks if task["name"] == "Check that the fabric manager is at the driver's exact version"
     )
     check = block["block"][1]
-    assert check["when"] == "__nvidia_driver_imex_enabled"
+    assert check["when"] == "__nvidia_driver_plan.imex_enabled"
     that = check["ansible.builtin.assert"]["that"]
     together = _role("ubuntu2404", DRIVER, DRIVER, nvidia_driver_imex="dra", nvidia_driver_branch="580")
     assert together.condition(block["when"][0]) and all(together.condition(term) for term in that)

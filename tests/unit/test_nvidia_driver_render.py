@@ -19,13 +19,23 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.parsing.dataloader import DataLoader
+from ansible.plugins.loader import filter_loader, init_plugin_loader
 from ansible.template import Templar, trust_as_template
 from conftest import load_module
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_driver"
 LOADER = DataLoader()
+# The checks by name (plugins/filter/nvidia_driver_plan.py): the variable check's rules, the preflight's
+RULES = {"variable": "__nvidia_driver_variable_rules", "preflight": "__nvidia_driver_preflight_checks"}
+# tasks/set_vars.yml: the set_fact of the plan
+SET_VARS = yaml.safe_load((ROLE / "tasks" / "set_vars.yml").read_text())[0]["ansible.builtin.set_fact"][
+    "__nvidia_driver_plan"
+]
 role_variables = load_module("role_variables", subdir="plugins/action")
+init_plugin_loader()  # the builtin lookups the plan's inputs use (file, first_found, fileglob, vars)
+# the filters the old program called by name, which the role now calls through the plan (test_nvidia_driver_plan.py)
+filter_loader.add_directory(str(ROOT / "tests" / "fixtures" / "nvidia_driver" / "filter_plugins"))
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
 
 PLATFORMS = {
@@ -186,7 +196,10 @@ def _lookup(platform: str, stdout: str) -> dict:
 
 
 class Role:
-    """The role's variables for one platform, rendered on demand like Ansible does."""
+    """The role's variables for one platform, rendered on demand like Ansible does: the plan
+    (plugins/filter/nvidia_driver_plan.py) as tasks/set_vars.yml works it out, and the thin variables that read it. The
+    decisions keep the names they had as variables (``role["__nvidia_driver_branch"]``): each is read from the plan
+    (``__nvidia_driver_plan.branch``) or the installed packages' view (``__nvidia_driver_installed``)."""
 
     def __init__(self, platform: str, arch: str = "x86_64", facts: dict | None = None, **variables):
         self.facts = dict(PLATFORMS[platform], architecture=arch, gpu_node=dict(GPU_NODE))
@@ -202,10 +215,14 @@ class Role:
         merged.update(_load(ROOT / "roles" / "gpu_node_facts" / "vars" / "main.yml"))  # the dependency's shared values
         merged.update(_load(ROLE / "vars" / "main.yml"))
         merged.update(ansible_facts=self.facts, role_path=str(ROLE), inventory_hostname="node1")
+        # the public variables as a list (the vars file reads meta/argument_specs.yml for them)
+        merged["__nvidia_driver_public_variables"] = list(_load(ROLE / "defaults" / "main.yml"))
         templar = Templar(loader=LOADER, variables=merged)
         self.vars_file = self._first_found(templar, "__gpu_node_facts_platform_files")
-        merged.update(_load(self.vars_file))
         merged.update(internal)
+        self.internal = internal
+        # tasks/set_vars.yml's set_fact: the plan rendered once, a value from then on
+        merged["__nvidia_driver_plan"] = Templar(loader=LOADER, variables=merged).template(trust_as_template(SET_VARS))
         self.variables = merged
         self.templar = Templar(loader=LOADER, variables=merged)
 
@@ -221,23 +238,32 @@ class Role:
         raise AssertionError(f"no platform file found among {spec['files']}")
 
     def __getitem__(self, name: str):
-        return self.templar.evaluate_expression(trust_as_template(name))
+        from test_nvidia_driver_plan import plan_names  # that module reads this one
+
+        return self.templar.evaluate_expression(trust_as_template(plan_names(name)))
 
     def condition(self, expression: str) -> bool:
-        return self.templar.evaluate_conditional(trust_as_template(expression))
+        from test_nvidia_driver_plan import plan_names
+
+        return self.templar.evaluate_conditional(trust_as_template(plan_names(expression)))
 
     def check(self, name: str, group: str = "preflight") -> bool:
         """Whether one of the role's checks (vars/main.yml __nvidia_driver_<group>_checks) holds on this node."""
-        return self[f"__nvidia_driver_{group}_checks['{name}']['ok']"] is True
+        return self[f"{RULES[group]}['{name}']['ok']"] is True
 
     def variable_errors(self) -> list[str]:
         """What the role_variables task (tasks/main.yml) refuses: the msg of every variable check that is not ok."""
         checks = self.variables["__nvidia_driver_variable_checks"]
-        return role_variables.rule_problems(checks, lambda template: self.templar.template(trust_as_template(template)))
+        return role_variables.rule_problems(
+            checks,
+            lambda template: self.templar.template(
+                trust_as_template(template) if isinstance(template, str) else template
+            ),
+        )
 
     def check_message(self, name: str, group: str = "preflight") -> str:
         """The message a failed check fails the run with, whitespace collapsed as the callback shows it."""
-        return " ".join(self[f"__nvidia_driver_{group}_checks['{name}']['msg']"].split())
+        return " ".join(self[f"{RULES[group]}['{name}']['msg']"].split())
 
 
 # ---- platform files ------------------------------------------------------------------------------------
@@ -307,8 +333,9 @@ def test_the_platform_files_are_the_one_mechanism():
     """The role loads its platform data only in tasks/set_vars.yml, one task, from gpu_node_facts' file list; no
     release files beside the platform files, no first_found or os_family map anywhere else."""
     tasks = yaml.safe_load((ROLE / "tasks" / "set_vars.yml").read_text())
-    found = "{{ lookup('ansible.builtin.first_found', __gpu_node_facts_platform_files) }}"
-    assert tasks == [{"name": "Load the platform data", "ansible.builtin.include_vars": found}]
+    found = "lookup('ansible.builtin.first_found', __gpu_node_facts_platform_files)"
+    assert [task["name"] for task in tasks] == ["Load the platform data and work out the driver's plan"]
+    assert found in tasks[0]["ansible.builtin.set_fact"]["__nvidia_driver_plan"]
     assert sorted(p.name for p in (ROLE / "vars").glob("*.yml")) == [
         "Debian.yml",
         "RedHat.yml",
@@ -1281,7 +1308,7 @@ def test_argument_spec_cannot_check_the_version_format_so_the_preflight_assert_d
     assert _spec_problems(dict(DEFAULTS, nvidia_driver_version="580.95.05-1ubuntu1")) == []
     # ... and the role's first check rejects it, with the regex kept in vars/main.yml, before the no-GPU exit.
     role = Role("ubuntu2204", nvidia_driver_version="580.95.05-1ubuntu1")
-    assert "__nvidia_driver_version_regex" in role.variables["__nvidia_driver_variable_checks"]["version"]["ok"]
+    assert role.variables["__nvidia_driver_check_inputs"]["version_regex"] == "{{ __nvidia_driver_version_regex }}"
     assert role.check("version", "variable") is False
     assert role.variable_errors() == [
         "nvidia_driver_version is '580.95.05-1ubuntu1', which is not an NVIDIA driver version: use the upstream "
@@ -1504,7 +1531,8 @@ def test_the_refusal_names_the_versions_and_the_rolling_playbook():
 
 
 def test_site_yml_refuses_version_changes_and_the_rolling_upgrade_allows_them():
-    assert "nvidia_driver_version_change == 'refuse'" in Role("debian12").variables["__nvidia_driver_refuses_changes"]
+    assert Role("debian12", nvidia_driver_version_change="refuse")["__nvidia_driver_refuses_changes"] is True
+    assert Role("debian12")["__nvidia_driver_refuses_changes"] is False
     gpu_nodes = yaml.safe_load((ROOT / "playbooks" / "gpu_nodes.yml").read_text())[0]
     [driver] = [role for role in gpu_nodes["roles"] if role["role"] == "nvidia_driver"]
     assert driver["vars"]["nvidia_driver_version_change"] == "refuse"
@@ -1581,8 +1609,8 @@ def test_the_install_ends_with_the_fabric_manager_at_the_drivers_version():
         task for task in tasks if task["name"] == "Check that the fabric manager is at the driver's exact version"
     )
     check = block["block"][2]["ansible.builtin.assert"]
-    assert "__nvidia_driver_fabricmanager_enabled" in block["block"][2]["when"]
-    assert block["when"][0] == "__nvidia_driver_fabricmanager_enabled or __nvidia_driver_imex_enabled"
+    assert "__nvidia_driver_plan.fabricmanager_enabled" in block["block"][2]["when"]
+    assert block["when"][0] == "__nvidia_driver_plan.fabricmanager_enabled or __nvidia_driver_plan.imex_enabled"
     lockstep = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.178.04-0ubuntu0.24.04.1")
     assert all(lockstep.condition(that) for that in check["that"])
     for driver, fabricmanager in (("580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1"), ("580.178.04-1", None)):
@@ -1702,7 +1730,7 @@ def test_the_preflight_names_every_broken_check_in_one_run():
         nvidia_driver_ubuntu_precompiled=True,
         nvidia_driver_ubuntu_cuda_repo=True,
     )
-    broken = [name for name in role.variables["__nvidia_driver_preflight_checks"] if not role.check(name)]
+    broken = [name for name in role["__nvidia_driver_preflight_checks"] if not role.check(name)]
     assert broken == ["architecture", "ubuntu_sources"]
     assert role["__nvidia_driver_preflight_errors"] == [role.check_message(name) for name in broken]
     assert Role("ubuntu2404")["__nvidia_driver_preflight_errors"] == []
