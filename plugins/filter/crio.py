@@ -30,8 +30,6 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
 FALLBACK_DEFAULTS = ("crun", "runc")
 
 
-
-
 # What NVIDIA's runtime is, whatever the entry's name (issue 37)
 # The leaves of a parsed config, as containerd's reading check walks them (one walk for both runtimes)
 _leaves = _reading._leaves

@@ -30,8 +30,6 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-
-
 def _containerd_toml():
     return _containerd_config
 

@@ -134,20 +134,40 @@ def installed_run(clone, second_run, tmp_path_factory):
     elsewhere.mkdir()
     log = LOGS / "demo-installed.log"
     with log.open("w") as out:
+
         def run(*argv):
-            subprocess.run([str(a) for a in argv], cwd=elsewhere, env=env, stdout=out, stderr=subprocess.STDOUT,
-                           check=True)
+            subprocess.run(
+                [str(a) for a in argv], cwd=elsewhere, env=env, stdout=out, stderr=subprocess.STDOUT, check=True
+            )
 
         run(bin_dir / "ansible-galaxy", "collection", "build", "--output-path", work / "dist", clone)
         (artifact,) = (work / "dist").glob("gpunode-provisioning-*.tar.gz")
-        run(bin_dir / "ansible-galaxy", "collection", "install", "--offline", "--no-deps", "-p",
-            work / "collections", artifact)
+        run(
+            bin_dir / "ansible-galaxy",
+            "collection",
+            "install",
+            "--offline",
+            "--no-deps",
+            "-p",
+            work / "collections",
+            artifact,
+        )
         installed = work / "collections/ansible_collections/gpunode/provisioning"
         result = subprocess.run(
-            [str(bin_dir / "ansible-playbook"), "-vv", "-i", str(clone / "inventories/local/hosts.yml"),
-             str(installed / "site.yml")],
-            cwd=elsewhere, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            timeout=RUN_TIMEOUT, check=False,
+            [
+                str(bin_dir / "ansible-playbook"),
+                "-vv",
+                "-i",
+                str(clone / "inventories/local/hosts.yml"),
+                str(installed / "site.yml"),
+            ],
+            cwd=elsewhere,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            timeout=RUN_TIMEOUT,
+            check=False,
         )
     return result.returncode, log.read_text(errors="replace"), installed
 

@@ -138,4 +138,3 @@ def test_the_fqcn_check_sees_a_short_name():
     """The check above can fail: a role task with a short filter name is found."""
     assert re.search(rf"\|\s*({'|'.join(FILTERS)})\b(?![.\w])", "{{ x | kubelet_plan }}")
     assert not re.search(rf"\|\s*({'|'.join(FILTERS)})\b(?![.\w])", f"{{{{ x | {FQ}.kubelet_plan }}}}")
-
