@@ -138,3 +138,18 @@ def test_the_fqcn_check_sees_a_short_name():
     """The check above can fail: a role task with a short filter name is found."""
     assert re.search(rf"\|\s*({'|'.join(FILTERS)})\b(?![.\w])", "{{ x | kubelet_plan }}")
     assert not re.search(rf"\|\s*({'|'.join(FILTERS)})\b(?![.\w])", f"{{{{ x | {FQ}.kubelet_plan }}}}")
+
+
+def test_version_tuple_is_written_once():
+    """Issue 51: one version_tuple (plugins/module_utils/system/versions.py); no copy under another name."""
+    copies = []
+    for path in _python_files(*PLUGIN_DIRS):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.name.lstrip("_") == "version_tuple":
+                copies.append(str(path.relative_to(ROOT)))
+    assert copies == ["plugins/module_utils/system/versions.py"]
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
+
+    assert version_tuple("v1.31.2-rc.1") == (1, 31, 2)
+    assert version_tuple("580.95.05") == (580, 95, 5)
+    assert version_tuple("") is None and version_tuple(None) is None and version_tuple("unknown") is None

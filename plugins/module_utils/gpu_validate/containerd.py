@@ -43,9 +43,9 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.
     TomlError,
     runtime_config,
     toml_tables,
-    version_tuple,
 )
 from ansible_collections.gpunode.provisioning.plugins.module_utils.system.units import main_start_argv, main_start_us
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
 CONTAINERD_DROPINS = "/etc/containerd/conf.d/*.toml"

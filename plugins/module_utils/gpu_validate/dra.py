@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.cdi import cdi_spec_dirs
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import Node, table_row, truthy
@@ -30,6 +29,7 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.dr
     dra_paths,
     registered_drivers,
 )
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
 
 # The directory NVIDIA's DRA kubelet plugin writes its transient CDI specs to (the runtimes must read it).
 DRA_CDI_DIR = "/var/run/cdi"
@@ -40,11 +40,6 @@ CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm")
 # shared/upstream/cri-o: "# cdi_spec_dirs = [ "/etc/cdi", "/var/run/cdi" ]").
 CRIO_DEFAULT_CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 ALLOCATION_VARIABLE = "gpu_node_facts_gpu_allocation"
-
-
-def _version_tuple(version) -> tuple:
-    match = re.match(r"v?(\d+(?:\.\d+)*)", str(version or "").strip())
-    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
 
 
 def _has_cdi_dir(dirs: list) -> bool:
@@ -146,7 +141,7 @@ def _runtime_problems(params: dict, node: dict, host: Node, containerd, crio) ->
     docker = runtimes.get("docker") or {}
     if "docker" in params["runtimes"] and truthy(docker.get("running")):
         version = docker.get("version") or ""
-        if version and _version_tuple(version) < (25,):
+        if version and (version_tuple(version) or ()) < (25,):
             notes.append(f"docker {version} has no CDI (25+; pods reach docker only through cri-dockerd)")
         else:
             rc, out, err = host.run(["docker", "info", "--format", "{{json .CDISpecDirs}}"])

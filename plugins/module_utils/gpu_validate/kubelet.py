@@ -19,12 +19,7 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.
     truthy,
 )
 from ansible_collections.gpunode.provisioning.plugins.module_utils.system.units import main_start_argv, main_start_us
-
-
-def _version_tuple(version: str) -> tuple:
-    """Leading numbers of a version (1.31.2-rc.1 -> (1, 31, 2)) for comparing kubelet versions."""
-    match = re.match(r"v?(\d+(?:\.\d+)*)", str(version).strip())
-    return tuple(int(p) for p in match.group(1).split(".")) if match else ()
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
 
 
 def kubelet_row(params: dict, node: dict, dropin_exists: bool, main_exists: bool, env_text) -> dict:
@@ -35,7 +30,7 @@ def kubelet_row(params: dict, node: dict, dropin_exists: bool, main_exists: bool
     dropin = f"{params['kubelet_config_dir']}/{params['kubelet_dropin_name']}"
     main = params["kubelet_main_config"]
     merge = params["kubelet_config_mode"] == "merge" or bool(
-        version and _version_tuple(version) < _version_tuple(params["kubelet_dropin_min"])
+        version and (version_tuple(version) or ()) < (version_tuple(params["kubelet_dropin_min"]) or ())
     )
     check = "kubelet configuration"
     if dropin_exists and installed and "--config-dir" not in (env_text or ""):

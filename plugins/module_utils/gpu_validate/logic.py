@@ -28,6 +28,8 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
+
 try:
     from collections.abc import Mapping
 except ImportError:  # pragma: no cover - Python 2 is no target
@@ -342,12 +344,6 @@ USERNS_MIN_KUBELET = (1, 30)
 USERNS_KUBELET_DEFAULT_ON = (1, 33)
 USERNS_KUBELET_LOCKED_ON = (1, 36)
 USERNS_GATE = "UserNamespacesSupport"
-
-
-def version_tuple(version) -> tuple | None:
-    """Leading numbers of a version (v1.31.2-rc.1 -> (1, 31, 2)); None without any."""
-    match = re.match(r"v?(\d+(?:\.\d+)*)", str(version or ""))
-    return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
 def _dotted(version: tuple) -> str:
