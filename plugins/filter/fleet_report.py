@@ -224,8 +224,6 @@ def gpu_fleet_report(nodes, hosts=None) -> dict:
     }
 
 
-
-
 gpu_node_health = _logic.node_health
 # The doctor's families in its order (the one registry; the node-side module reads the same file).
 

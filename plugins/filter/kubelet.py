@@ -30,10 +30,6 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-
-
-
-
 # Role variable -> the KubeletConfiguration field it sets.
 DEDICATED_FIELDS = {
     "kubelet_cgroup_driver": "cgroupDriver",

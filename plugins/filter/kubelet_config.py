@@ -29,8 +29,6 @@ except ImportError:  # pragma: no cover - Ansible is always there when the role 
         pass
 
 
-
-
 _type_name = controller_files.type_name
 
 API_VERSION = "kubelet.config.k8s.io/v1beta1"

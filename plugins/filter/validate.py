@@ -224,9 +224,6 @@ def gpu_validate_runtimes(node, asked=()) -> list:
 # --- the doctor's shared logic (plugins/module_utils/gpu_validate/logic.py, also run on the node) ---------
 
 
-
-
-
 gpu_validate_userns_missing = _logic.userns_missing
 
 

@@ -79,7 +79,6 @@ FILE_ARGUMENT_SPEC = {
 }
 
 
-
 def read_text(action, path: str, task_vars: dict, hint: str = "") -> str | None:
     """Return the UTF-8 text of ``path`` on the node, or None when it does not exist.
 

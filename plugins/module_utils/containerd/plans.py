@@ -12,11 +12,16 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import changes as _changes
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.parse import (
+    AoT,
+    Comment,
+    Table,
+    Whitespace,
+    tomlkit,
+)
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
-from tomlkit.items import AoT, Comment, Table, Whitespace
 
 DROPIN_HEADER = _parse.DROPIN_HEADER
 ContainerdConfigError = _parse.ContainerdConfigError
