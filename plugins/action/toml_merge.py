@@ -142,7 +142,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             result.update(controller_files.retry_on_conflict(self, lambda: self._merge(args, task_vars)))
         except TomlMergeError as exc:

@@ -328,7 +328,7 @@ def find_assignment(lines: list[str], variable: str, path: str) -> tuple[Assignm
         return None, []
     index, match = found[-1]
     quote, value, tail = _split_quoted(match.group(2), path, index + 1, variable)
-    return Assignment(index, match.group(1), quote, value, tail), [i + 1 for i, _ in found[:-1]]
+    return Assignment(index, match.group(1), quote, value, tail), [i + 1 for i, _match in found[:-1]]
 
 
 # --- checking the task's arguments -------------------------------------------------------------------------
@@ -541,7 +541,7 @@ def compute(
 
 def check_result(after: str, path: str, variable: str, flags: dict, flags_absent: list, labels: dict | None) -> None:
     """Read the new content back and make sure it says what was asked for (guards against rendering bugs)."""
-    assignment, _ = find_assignment(after.splitlines(keepends=True), variable, path)
+    assignment, _indexes = find_assignment(after.splitlines(keepends=True), variable, path)
     args = parse_args(assignment.value if assignment else "")
     got = effective_flags(args)
     wrong = [name for name, value in flags.items() if name not in got or got[name] != value]

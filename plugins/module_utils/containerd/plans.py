@@ -47,7 +47,7 @@ nvidia_summary = _changes.nvidia_summary
 def _renders_header(table: Table) -> bool:
     if not table.is_super_table():
         return True
-    return any(not isinstance(item, (Table, AoT, Whitespace, Comment)) for _, item in table.value.body)
+    return any(not isinstance(item, (Table, AoT, Whitespace, Comment)) for _key, item in table.value.body)
 
 
 def _spaces(indent: str) -> str:
