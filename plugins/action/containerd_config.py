@@ -22,33 +22,10 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
+from ansible_collections.gpunode.provisioning.plugins.modules import containerd_config as _module_file
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
 
-ARGUMENT_SPEC = {
-    "path": {"type": "str", "default": "/etc/containerd/config.toml"},
-    "runtime": {
-        "type": "dict",
-        "options": {
-            "name": {"type": "str", "required": True},
-            "path": {"type": "str", "required": True},
-            "runtime_type": {"type": "str", "default": "io.containerd.runc.v2"},
-            "options": {"type": "dict", "default": {}},
-        },
-    },
-    "default_runtime": {"type": "str"},
-    "unset_default": {"type": "bool", "default": False},
-    "enable_cdi": {"type": "bool"},
-    "cdi_spec_dirs": {"type": "list", "elements": "str"},
-    "settings": {"type": "dict", "default": {}},
-    "list_strategy": {"type": "str", "choices": ["replace", "append_unique", "prepend_unique"], "default": "replace"},
-    "when_missing": {"type": "str", "choices": ["default", "empty"], "default": "default"},
-    "method": {"type": "str", "choices": ["inplace", "dropin"], "default": "inplace"},
-    "dropin_path": {"type": "str"},
-    "containerd_version": {"type": "str"},
-    "backup": {"type": "bool", "default": False},
-    "validate": {"type": "bool", "default": True},
-    **controller_files.FILE_ARGUMENT_SPEC,
-}
+ARGUMENT_SPEC = {**_module_file.ARGUMENT_SPEC, **controller_files.FILE_ARGUMENT_SPEC}
 
 
 def _note(outcome) -> str:

@@ -25,7 +25,9 @@ description:
   - With nothing declared, the module only removes the files an earlier declaration left and asks nothing of the GPUs.
 version_added: "0.4.0"
 author:
-  - gpu-node-provisioning contributors
+  - gpu-node-provisioning contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full

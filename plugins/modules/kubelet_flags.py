@@ -35,7 +35,7 @@ description:
     failure leaves the file byte for byte unchanged.
   - Runs on the managed node with the Python standard library only.
 version_added: "0.1.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   path:
     description:
@@ -86,7 +86,6 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.files
   - ansible.builtin.files
   - gpunode.provisioning.gpunode_file_write
   - gpunode.provisioning.gpunode_file_write.module_lock
@@ -98,8 +97,10 @@ notes:
     message naming the line instead of guessing.
 seealso:
   - name: kubelet command-line reference
+    description: Every flag of the kubelet, with its default.
     link: https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/
   - name: Configuring each kubelet in your cluster using kubeadm
+    description: Where kubeadm puts the kubelet's flags (KUBELET_KUBEADM_ARGS, KUBELET_EXTRA_ARGS).
     link: https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/kubelet-integration/
 """
 

@@ -22,7 +22,7 @@ description:
   - The module is read-only and never reports a change.
 version_added: "0.2.0"
 author:
-  - gpu-node-provisioning contributors
+  - gpu-node-provisioning contributors (!UNKNOWN)
 extends_documentation_fragment:
   - gpunode.provisioning.gpunode_read_only
 options:
