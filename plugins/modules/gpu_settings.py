@@ -33,6 +33,8 @@ attributes:
     support: full
   diff_mode:
     support: full
+  platform:
+    platforms: posix
 options:
   settings:
     description:

@@ -19,7 +19,7 @@ try:
     import tomlkit
     from tomlkit.container import Container
     from tomlkit.exceptions import ParseError, TOMLKitError
-    from tomlkit.items import AoT, Comment, Table, Whitespace
+    from tomlkit.items import Table
 except ImportError as _exc:  # nodes and ansible-test's import test have no tomlkit: fail where it is used
     TOMLKIT_IMPORT_ERROR = _exc
 
@@ -27,11 +27,17 @@ except ImportError as _exc:  # nodes and ansible-test's import test have no toml
         def __getattr__(self, name):
             raise ImportError(f"{TOMLKIT_MISSING}: {TOMLKIT_IMPORT_ERROR}") from TOMLKIT_IMPORT_ERROR
 
-    class _NoTomlkitType(Exception):
-        """Stands in for tomlkit's types and errors without tomlkit: nothing is an instance of it."""
+    class NoTomlkitType:
+        """Stands in for tomlkit's types without tomlkit: nothing is an instance of it."""
+
+    class TOMLKitError(Exception):
+        """Stands in for tomlkit's error without tomlkit: never raised."""
+
+    class ParseError(TOMLKitError):
+        """Stands in for tomlkit's parse error without tomlkit: never raised."""
 
     tomlkit = _MissingTomlkit()
-    Container = Table = AoT = Comment = Whitespace = ParseError = TOMLKitError = _NoTomlkitType
+    Container = Table = NoTomlkitType
 else:
     TOMLKIT_IMPORT_ERROR = None
 

@@ -14,14 +14,13 @@ from collections.abc import Mapping
 
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import changes as _changes
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
-from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.parse import (
-    AoT,
-    Comment,
-    Table,
-    Whitespace,
-    tomlkit,
-)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.parse import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
+
+try:
+    from tomlkit.items import AoT, Comment, Table, Whitespace
+except ImportError:  # no tomlkit (parse.py says so where TOML is edited): nothing is an instance of these
+    AoT = Comment = Table = Whitespace = _parse.NoTomlkitType
 
 DROPIN_HEADER = _parse.DROPIN_HEADER
 ContainerdConfigError = _parse.ContainerdConfigError
