@@ -1,7 +1,8 @@
-"""Lint stage: ruff, yamllint and ansible-lint (production profile) must report nothing."""
+"""Lint stage: ruff, yamllint, ansible-lint (production profile) and ansible-test sanity must report nothing."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,32 @@ def test_every_module_renders_in_ansible_doc():
         assert result.returncode == 0, f"ansible-doc {name} failed:\n{result.stderr}"
         assert "[WARNING]" not in result.stderr, result.stderr
         assert "EXAMPLES:" in result.stdout and "RETURN VALUES:" in result.stdout, f"{name}: doc is incomplete"
+
+
+def test_ansible_test_sanity_is_clean():
+    """Every default ansible-test sanity test on the collection built from this checkout (scripts/sanity.sh: no
+    network but the Python package index; its venvs are cached in ~/.cache/gpunode-sanity). An entry of
+    tests/sanity/ignore-2.19.txt carries its reason on the same line."""
+    env = dict(os.environ, GPUNODE_VENV=str(BIN.parent))
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "sanity.sh"), str(ROOT)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        timeout=1800,
+    )
+    output = result.stdout + result.stderr
+    # ansible-test's findings ("ERROR: <path>:<line>:<col>: <test>: <message>"), the stderr of a tool it ran
+    # (ansible-doc's warnings) and the summary (FATAL); the output's end when there is none of those
+    found = [line for line in output.splitlines() if line.startswith(("ERROR:", "FATAL:", "[WARNING]", "[ERROR]"))]
+    problems = "\n".join(found) or output[-4000:]
+    assert result.returncode == 0, f"ansible-test sanity found problems:\n{problems}"
+
+
+def test_every_sanity_ignore_says_why():
+    for path in sorted((ROOT / "tests" / "sanity").glob("ignore-*.txt")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            entry, _hash, reason = line.partition("  # ")
+            assert not entry.strip() or reason.strip(), f"{path.name}:{number}: give the reason after '  # '"

@@ -21,33 +21,11 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
+from ansible_collections.gpunode.provisioning.plugins.modules import containerd_config as _module_file
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
 
-ARGUMENT_SPEC = {
-    "path": {"type": "str", "default": "/etc/containerd/config.toml"},
-    "runtime": {
-        "type": "dict",
-        "options": {
-            "name": {"type": "str", "required": True},
-            "path": {"type": "str", "required": True},
-            "runtime_type": {"type": "str", "default": "io.containerd.runc.v2"},
-            "options": {"type": "dict", "default": {}},
-        },
-    },
-    "default_runtime": {"type": "str"},
-    "unset_default": {"type": "bool", "default": False},
-    "enable_cdi": {"type": "bool"},
-    "cdi_spec_dirs": {"type": "list", "elements": "str"},
-    "settings": {"type": "dict", "default": {}},
-    "list_strategy": {"type": "str", "choices": ["replace", "append_unique", "prepend_unique"], "default": "replace"},
-    "when_missing": {"type": "str", "choices": ["default", "empty"], "default": "default"},
-    "method": {"type": "str", "choices": ["inplace", "dropin"], "default": "inplace"},
-    "dropin_path": {"type": "str"},
-    "containerd_version": {"type": "str"},
-    "backup": {"type": "bool", "default": False},
-    "validate": {"type": "bool", "default": True},
-    **controller_files.FILE_ARGUMENT_SPEC,
-}
+ARGUMENT_SPEC = {**_module_file.ARGUMENT_SPEC, **controller_files.FILE_ARGUMENT_SPEC}
 
 
 def _note(outcome) -> str:
@@ -63,7 +41,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         ct = containerd_config
         try:
             result.update(controller_files.retry_on_conflict(self, lambda: self._configure(ct, args, task_vars)))
@@ -115,7 +93,7 @@ class ActionModule(ActionBase):
             )
             if res.get("rc") != 0:
                 stderr = to_text(res.get("stderr", "")).strip()
-                hint = ct.containerd_versions.dropin_refusal_hint(stderr)
+                hint = containerd_versions.dropin_refusal_hint(stderr)
                 raise AnsibleActionFail(
                     f"containerd cannot read its current config: `{binary} --config {path} config dump` failed "
                     f"(rc={res.get('rc')}): {stderr[-500:]}. {hint + ' ' if hint else ''}Fix {path} (or the "
@@ -140,7 +118,7 @@ class ActionModule(ActionBase):
         source = self._connection._shell.join_path(tmp, "containerd-candidate.toml")
         self._transfer_data(source, text)
         self._fixup_perms2([tmp, source])
-        stamp = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+        stamp = "".join(random.choice(string.ascii_lowercase + string.digits) for _char in range(8))
         directory, name = posixpath.split(path)
         candidate = posixpath.join(directory, f".{name}.{stamp}.tmp")
         q = shlex.quote
@@ -167,7 +145,7 @@ class ActionModule(ActionBase):
         res = self._low_level_execute_command(f"/bin/sh -c {shlex.quote(command)}", sudoable=True)
         if res.get("rc") != 0:
             stderr = to_text(res.get("stderr", "")).strip()
-            hint = ct.containerd_versions.dropin_refusal_hint(stderr)
+            hint = containerd_versions.dropin_refusal_hint(stderr)
             raise AnsibleActionFail(
                 f"{refusal}, rc={res.get('rc')}): {stderr[-500:]}. {hint + ' ' if hint else ''}Fix the offending "
                 "settings, then run again."
@@ -189,7 +167,7 @@ class ActionModule(ActionBase):
         (readable by root only, removed at once) that holds the drop-in (none where it does not exist yet);
         other imports are read where they are. The dump is read as the files themselves (ct.unstage_reading)."""
         tmp = self._connection._shell.tmpdir or self._make_tmp_path()
-        stamp = "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(8))
+        stamp = "".join(random.choice(string.ascii_lowercase + string.digits) for _char in range(8))
         stage = self._connection._shell.join_path(tmp, f"containerd-dropin-{stamp}")
         staged_root = self._connection._shell.join_path(tmp, f"containerd-root-{stamp}.toml")
         root_text = root.after if candidate else root.before

@@ -20,18 +20,10 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
+from ansible_collections.gpunode.provisioning.plugins.modules import toml_merge as _module_file
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
 
-ARGUMENT_SPEC = {
-    "path": {"type": "str", "required": True},
-    "settings": {"type": "dict", "default": {}},
-    "remove": {"type": "list", "elements": "raw", "default": []},
-    "list_strategy": {"type": "str", "choices": ["replace", "append_unique", "prepend_unique"], "default": "replace"},
-    "create": {"type": "bool", "default": True},
-    "backup": {"type": "bool", "default": False},
-    "validate": {"type": "str"},
-    **controller_files.FILE_ARGUMENT_SPEC,
-}
+ARGUMENT_SPEC = {**_module_file.ARGUMENT_SPEC, **controller_files.FILE_ARGUMENT_SPEC}
 
 
 class TomlMergeError(Exception):
@@ -142,7 +134,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             result.update(controller_files.retry_on_conflict(self, lambda: self._merge(args, task_vars)))
         except TomlMergeError as exc:

@@ -37,8 +37,11 @@ attributes:
   platform:
     platforms: posix
   safe_file_operations:
+    description: Writes a temporary file beside the target and renames it over the target, keeping the mode and
+      owner, so a reader never sees a partial file.
     support: full
   vault:
+    description: Decrypting vault-encrypted source files. No source file is read from the controller.
     support: none
 """
 

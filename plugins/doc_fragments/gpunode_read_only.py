@@ -16,5 +16,7 @@ attributes:
     support: none
     description: Changes nothing.
   platform:
+    description: The target operating systems it runs on.
+    support: full
     platforms: posix
 """

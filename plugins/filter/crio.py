@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 
-import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import reading as _reading
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.parse import require_tomlkit, tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as _nvidia
 
 try:
@@ -55,6 +55,7 @@ def crio_runtime_entry(config_text: str, name: str, binary: str) -> dict:
 
     ``config_text`` is the output of ``crio config`` (empty: CRI-O gave nothing, only the binary is written).
     """
+    require_tomlkit()
     if not config_text or not config_text.strip():
         return {"runtime_path": binary, "runtime_type": "oci"}
     try:
@@ -119,6 +120,7 @@ def crio_dropin(
 
 
 def _parse(text: str, what: str) -> dict:
+    require_tomlkit()
     try:
         return tomlkit.parse(text or "").unwrap()
     except Exception as exc:  # tomlkit raises several error types

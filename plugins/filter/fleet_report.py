@@ -105,7 +105,7 @@ def gpu_fleet_family(check: str) -> str:
     for pattern, family in LEGACY_FAMILY_RULES:
         if re.search(pattern, name):
             return family
-    prefix, sep, _ = name.partition(": ")
+    prefix, sep, _rest = name.partition(": ")
     return prefix.strip().lower() if sep and prefix.strip() else "other"
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as _containerd_config
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.parse import require_tomlkit, tomlkit
 
 try:
     from ansible.errors import AnsibleFilterError
@@ -46,6 +46,7 @@ DETECTED_DIRS = ("/usr/local/nvidia/toolkit", "/usr/bin")
 
 
 def _generated(text: str | None, path: str) -> dict:
+    require_tomlkit()
     if not text or not text.strip():
         return {}
     try:
@@ -214,6 +215,7 @@ def containerd_dump_problems(
     the dump's version and, with ``set_as_default``, default_runtime_name = ``name``. The dump is read as TOML:
     containerd 1.x prints basic strings ("nvidia"), 2.x literal ones ('nvidia'), and a table name may be quoted or
     not; [] when all is there."""
+    require_tomlkit()
     try:
         config = tomlkit.parse(dump_text or "").unwrap()
     except Exception as exc:  # tomlkit raises several error types

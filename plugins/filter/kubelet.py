@@ -248,7 +248,7 @@ def _check_cpuset(errors, var, value) -> None:
         errors.append(f'{var}: {value!r} is not a CPU list; use numbers and ranges like "0-1,32-33" (no spaces).')
         return
     for part in value.split(","):
-        low, _, high = part.partition("-")
+        low, _sep, high = part.partition("-")
         if high and int(high) < int(low):
             errors.append(f"{var}: the range {part!r} in {value!r} runs backwards; write it low-high.")
 

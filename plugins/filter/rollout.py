@@ -370,7 +370,7 @@ def gpu_rollout_node_state(result, node, rollout="") -> dict:
     if result.get("rc") != 0:
         return state
     state["found"] = True
-    spec, _, annotations = str(result.get("stdout") or "").strip().partition("|")
+    spec, _sep, annotations = str(result.get("stdout") or "").strip().partition("|")
     state["unschedulable"] = spec.strip() == "true"
     try:
         annotations = json.loads(annotations) if annotations.strip() else {}

@@ -17,7 +17,7 @@ description:
   - C(ansible.template.generate_ansible_template_vars), which gives the template variables, is marked for removal in
     ansible-core 2.23; the unit test compares this lookup with the builtin one and fails first.
   - The roles' vars files render every file they compare with the node through it.
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   _terms:
     description: The template files, relative to the role's C(templates/) or the play's search path.

@@ -25,7 +25,7 @@ description:
     it reports a change.
 version_added: "0.1.0"
 author:
-  - gpu-node-provisioning contributors
+  - gpu-node-provisioning contributors (!UNKNOWN)
 options:
   path:
     description:
@@ -70,7 +70,6 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.files
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.files
   - gpunode.provisioning.gpunode_file_write
   - gpunode.provisioning.gpunode_file_write.module_lock
 attributes:

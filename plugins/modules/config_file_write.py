@@ -11,7 +11,8 @@ module: config_file_write
 short_description: Write a whole config file on the node by the project's write contract
 description:
   - Writes O(content) to O(path) the way every editor of this project writes, so that the controller-side
-    action plugins (M(containerd_config), M(toml_merge)) write like the modules on the node do.
+    action plugins (M(gpunode.provisioning.containerd_config), M(gpunode.provisioning.toml_merge)) write like
+    the modules on the node do.
   - The project's action plugins call it; a task rarely needs it directly.
   - With O(expected_sha1) the file must still hold the bytes the caller read (checked under the lock, just
     before the write). Otherwise nothing is written and the module fails with RV(conflict) true, so that the
@@ -47,7 +48,6 @@ options:
     default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.files
   - ansible.builtin.files
   - gpunode.provisioning.gpunode_file_write
 attributes:
@@ -62,7 +62,7 @@ notes:
     beside the file) are removed by the next run."
   - Runs on the managed node with the Python standard library only.
 author:
-  - gpu-node-provisioning contributors
+  - gpu-node-provisioning contributors (!UNKNOWN)
 """
 
 EXAMPLES = r"""

@@ -42,12 +42,13 @@ description:
   - An empty file counts as the version the node's containerd writes (2; 3 from containerd 2.0; 4 from 2.3)
     and gets a C(version) key written. Any other version fails and changes nothing.
   - The file is written only when its parsed value changes, never for formatting alone. It is written through
-    M(config_file_write) (atomic replace, O(backup), owner/group/mode) after containerd parsed the candidate
-    (O(validate)). C(--check) computes and reports the change and writes nothing; C(--diff) shows it.
+    M(gpunode.provisioning.config_file_write) (atomic replace, O(backup), owner/group/mode) after containerd
+    parsed the candidate (O(validate)). C(--check) computes and reports the change and writes nothing;
+    C(--diff) shows it.
   - This is an action plugin. It must run through plugins/action/containerd_config.py; the module file only
     documents it.
 version_added: "0.1.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   path:
     description:
@@ -168,7 +169,6 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.files
   - ansible.builtin.action_common_attributes.flow
   - ansible.builtin.files
   - gpunode.provisioning.gpunode_file_write
@@ -191,7 +191,7 @@ notes:
 requirements:
   - tomlkit on the controller
 seealso:
-  - module: config_file_write
+  - module: gpunode.provisioning.config_file_write
   - name: containerd configuration (config.toml)
     description: Every option of containerd's config file and its versions.
     link: https://github.com/containerd/containerd/blob/main/docs/man/containerd-config.toml.5.md
@@ -241,6 +241,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+changed:
+  description: Whether a file (content or attributes) changed, or would change in check mode.
+  returned: always
+  type: bool
 default_runtime_table_written:
   description: Name of the default runtime whose table was written too because the file had none (else null).
   type: str
@@ -333,13 +337,38 @@ msg:
   sample: updated /etc/containerd/config.toml; restart containerd to apply
 """
 
-from ansible.module_utils.basic import AnsibleModule, _load_params
+from ansible.module_utils.basic import AnsibleModule
+
+# The options DOCUMENTATION lists (ansible-test's validate-modules compares them); plugins/action/containerd_config.py
+# takes its arguments from here, with the file attributes (add_file_common_args)
+ARGUMENT_SPEC = {
+    "path": {"type": "str", "default": "/etc/containerd/config.toml"},
+    "runtime": {
+        "type": "dict",
+        "options": {
+            "name": {"type": "str", "required": True},
+            "path": {"type": "str", "required": True},
+            "runtime_type": {"type": "str", "default": "io.containerd.runc.v2"},
+            "options": {"type": "dict", "default": {}},
+        },
+    },
+    "default_runtime": {"type": "str"},
+    "unset_default": {"type": "bool", "default": False},
+    "enable_cdi": {"type": "bool"},
+    "cdi_spec_dirs": {"type": "list", "elements": "str"},
+    "settings": {"type": "dict", "default": {}},
+    "list_strategy": {"type": "str", "choices": ["replace", "append_unique", "prepend_unique"], "default": "replace"},
+    "when_missing": {"type": "str", "choices": ["default", "empty"], "default": "default"},
+    "method": {"type": "str", "choices": ["inplace", "dropin"], "default": "inplace"},
+    "dropin_path": {"type": "str"},
+    "containerd_version": {"type": "str"},
+    "backup": {"type": "bool", "default": False},
+    "validate": {"type": "bool", "default": True},
+}
 
 
 def main():
-    # This file only documents the action; accept whatever was passed so the message below is what users see.
-    spec = {name: {"type": "raw"} for name in _load_params() if not name.startswith("_ansible_")}
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
     module.fail_json(
         msg="containerd_config must run through its action plugin (plugins/action/containerd_config.py), which "
         "edits the file on the controller with tomlkit. Run it from the repository root (ansible.cfg sets "

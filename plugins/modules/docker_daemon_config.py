@@ -23,7 +23,7 @@ description:
     repeated values). O(settings) holding NaN or Infinity are refused too.
   - Runs on the managed node with the Python standard library only.
 version_added: "0.1.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   path:
     description:
@@ -68,7 +68,6 @@ options:
     default: 2
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.files
   - ansible.builtin.files
   - gpunode.provisioning.gpunode_file_write
   - gpunode.provisioning.gpunode_file_write.module_lock

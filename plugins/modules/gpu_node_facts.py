@@ -29,7 +29,7 @@ description:
     with the C(min) subset first, and the task sets those facts too (the distribution and OS family the roles
     decide on).
 version_added: "0.1.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   root:
     description:
@@ -66,6 +66,12 @@ options:
       - The name of the role variable that holds the role's rules (C(role_variables)'s O(checks)), checked after the
         types when O(spec) is given. Not passed to the module.
     type: str
+  entry_point:
+    description:
+      - The entry point of O(spec) whose options are checked (C(role_variables)'s O(entry_point)). Not passed to the
+        module.
+    type: str
+    default: variables
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -524,6 +530,10 @@ def main():
             root=dict(type="path", default="/"),
             gather_runtimes=dict(type="bool", default=True),
             toolkit_config=dict(type="path", required=True),
+            # the action's options (plugins/action/gpu_node_facts.py checks the role's variables and drops them)
+            spec=dict(type="path"),
+            checks=dict(type="str"),
+            entry_point=dict(type="str", default="variables"),
         ),
         supports_check_mode=True,
     )

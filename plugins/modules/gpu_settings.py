@@ -25,12 +25,16 @@ description:
   - With nothing declared, the module only removes the files an earlier declaration left and asks nothing of the GPUs.
 version_added: "0.4.0"
 author:
-  - gpu-node-provisioning contributors
+  - gpu-node-provisioning contributors (!UNKNOWN)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: full
+  platform:
+    platforms: posix
 options:
   settings:
     description:
@@ -320,7 +324,7 @@ def run(module, host) -> dict:
     files = {}  # path -> wanted text (None: absent)
     result = {"changed": False, "changes": [], "pending": [], "reboot_required": False, "diff": []}
     header = params["header"]
-    module_params = {k: v for k, v in (settings.get("module_params") or {}).items()}
+    module_params = dict(settings.get("module_params") or {})
     files[params["modprobe_path"]] = modprobe_text(module_params, header) or None
     applies = declared(settings) and params["has_gpu"] and gpu_declared(settings)
     gpu_plan = None
@@ -410,7 +414,7 @@ def run(module, host) -> dict:
     if gpu_plan:
         gpus_after = gpu_plan["gpus"]
         if not module.check_mode and any(c["key"] == "ecc" for c in changes):
-            rc, out, _ = host.run(query_argv(params["nvidia_smi"], READ_FIELDS))
+            rc, out, _err = host.run(query_argv(params["nvidia_smi"], READ_FIELDS))
             gpus_after = parse_query(out, READ_FIELDS) if rc == 0 else gpus_after
         result["pending"] = pending_list(gpu_plan["wanted"], gpus_after, modes_by_bus, params_pending)
         if module.check_mode:

@@ -48,7 +48,7 @@ description:
   - Reads only, never reports a change, and runs the same in check mode.
 version_added: "0.3.0"
 author:
-  - gpu-node-provisioning contributors
+  - gpu-node-provisioning contributors (!UNKNOWN)
 extends_documentation_fragment:
   - gpunode.provisioning.gpunode_read_only
 options:

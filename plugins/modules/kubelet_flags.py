@@ -35,7 +35,7 @@ description:
     failure leaves the file byte for byte unchanged.
   - Runs on the managed node with the Python standard library only.
 version_added: "0.1.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   path:
     description:
@@ -86,7 +86,6 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.files
   - ansible.builtin.files
   - gpunode.provisioning.gpunode_file_write
   - gpunode.provisioning.gpunode_file_write.module_lock
@@ -98,8 +97,10 @@ notes:
     message naming the line instead of guessing.
 seealso:
   - name: kubelet command-line reference
+    description: Every flag of the kubelet, with its default.
     link: https://kubernetes.io/docs/reference/command-line-tools-reference/kubelet/
   - name: Configuring each kubelet in your cluster using kubeadm
+    description: Where kubeadm puts the kubelet's flags (KUBELET_KUBEADM_ARGS, KUBELET_EXTRA_ARGS).
     link: https://kubernetes.io/docs/setup/production-environment/tools/kubeadm/kubelet-integration/
 """
 
@@ -328,7 +329,7 @@ def find_assignment(lines: list[str], variable: str, path: str) -> tuple[Assignm
         return None, []
     index, match = found[-1]
     quote, value, tail = _split_quoted(match.group(2), path, index + 1, variable)
-    return Assignment(index, match.group(1), quote, value, tail), [i + 1 for i, _ in found[:-1]]
+    return Assignment(index, match.group(1), quote, value, tail), [i + 1 for i, _match in found[:-1]]
 
 
 # --- checking the task's arguments -------------------------------------------------------------------------
@@ -541,7 +542,7 @@ def compute(
 
 def check_result(after: str, path: str, variable: str, flags: dict, flags_absent: list, labels: dict | None) -> None:
     """Read the new content back and make sure it says what was asked for (guards against rendering bugs)."""
-    assignment, _ = find_assignment(after.splitlines(keepends=True), variable, path)
+    assignment, _indexes = find_assignment(after.splitlines(keepends=True), variable, path)
     args = parse_args(assignment.value if assignment else "")
     got = effective_flags(args)
     wrong = [name for name, value in flags.items() if name not in got or got[name] != value]

@@ -16,7 +16,7 @@ description:
     read the result its own module would have registered.
   - Runs on the managed node with the Python standard library only. Changes nothing.
 version_added: "0.3.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   files:
     description: The files to look at, in order.

@@ -22,7 +22,7 @@ description:
   - The module is read-only and never reports a change.
 version_added: "0.2.0"
 author:
-  - gpu-node-provisioning contributors
+  - gpu-node-provisioning contributors (!UNKNOWN)
 extends_documentation_fragment:
   - gpunode.provisioning.gpunode_read_only
 options:
@@ -72,23 +72,14 @@ missing:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.kernels import (  # noqa: F401 (the unit tests reach them here)
-    IMAGE_PREFIX,
-    MODULE_FILE,
-    find_module,
-    inspect,
-    inspect_live,
-    installed_kernels,
-    next_boot_kernel,
-    version_key,
-)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.kernels import inspect_live
 
 
 def main():
     module = AnsibleModule(argument_spec=dict(root=dict(type="path", default="/")), supports_check_mode=True)
     result = inspect_live(
         module.params["root"],
-        lambda argv: module.run_command(argv),
+        module.run_command,
         lambda name, opt_dirs: module.get_bin_path(name, opt_dirs=opt_dirs),
     )
     module.exit_json(changed=False, **result)

@@ -17,7 +17,7 @@ description:
     removed (in check mode only reported). The others are returned, to be restarted and checked.
   - Runs on the managed node with the Python standard library only.
 version_added: "0.2.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   runtimes:
     description: The runtimes to read (their systemd units have the same names).

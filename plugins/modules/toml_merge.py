@@ -17,12 +17,12 @@ description:
     other config modules of this project. Tables merge key by key at every depth; other values replace the
     current ones; lists follow O(list_strategy). O(remove) deletes keys first.
   - The file is written only when its parsed value changes, never for formatting alone. It is written through
-    M(config_file_write) (atomic replace, O(backup), O(validate), owner/group/mode). C(--check) computes and
-    reports the change and writes nothing; C(--diff) shows it.
+    M(gpunode.provisioning.config_file_write) (atomic replace, O(backup), O(validate), owner/group/mode).
+    C(--check) computes and reports the change and writes nothing; C(--diff) shows it.
   - This is an action plugin. It must run through plugins/action/toml_merge.py; the module file only
     documents it.
 version_added: "0.1.0"
-author: gpu-node-provisioning
+author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
   path:
     description:
@@ -63,7 +63,6 @@ options:
     type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.files
   - ansible.builtin.action_common_attributes.flow
   - ansible.builtin.files
   - gpunode.provisioning.gpunode_file_write
@@ -84,7 +83,7 @@ notes:
 requirements:
   - tomlkit on the controller
 seealso:
-  - module: config_file_write
+  - module: gpunode.provisioning.config_file_write
   - name: TOML specification
     description: Tables, keys and value types.
     link: https://toml.io/en/v1.0.0
@@ -137,13 +136,23 @@ msg:
   sample: updated /etc/nvidia-container-runtime/config.toml
 """
 
-from ansible.module_utils.basic import AnsibleModule, _load_params
+from ansible.module_utils.basic import AnsibleModule
+
+# The options DOCUMENTATION lists (ansible-test's validate-modules compares them); plugins/action/toml_merge.py
+# takes its arguments from here, with the file attributes (add_file_common_args)
+ARGUMENT_SPEC = {
+    "path": {"type": "str", "required": True},
+    "settings": {"type": "dict", "default": {}},
+    "remove": {"type": "list", "elements": "raw", "default": []},
+    "list_strategy": {"type": "str", "choices": ["replace", "append_unique", "prepend_unique"], "default": "replace"},
+    "create": {"type": "bool", "default": True},
+    "backup": {"type": "bool", "default": False},
+    "validate": {"type": "str"},
+}
 
 
 def main():
-    # This file only documents the action; accept whatever was passed so the message below is what users see.
-    spec = {name: {"type": "raw"} for name in _load_params() if not name.startswith("_ansible_")}
-    module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
     module.fail_json(
         msg="toml_merge must run through its action plugin (plugins/action/toml_merge.py), which edits the file "
         "on the controller with tomlkit. Run it from the repository root (ansible.cfg sets action_plugins), or "

@@ -17,9 +17,6 @@ other fully qualified names keep ansible-core's own connection under either bran
 
 from __future__ import annotations
 
-from ansible.plugins.loader import strategy_loader
-from ansible.utils.display import Display
-
 DOCUMENTATION = r"""
 name: gpunode_mitogen
 short_description: Linear strategy through mitogen, with a fallback to plain linear
@@ -28,8 +25,11 @@ description:
     accepts this ansible-core; otherwise runs ansible-core's C(linear) strategy and warns why.
   - mitogen replaces the connections it knows by short name (C(docker), C(ssh), C(local)) with one persistent
     Python interpreter per node.
-author: gpu-node-provisioning contributors
+author: gpu-node-provisioning contributors (!UNKNOWN)
 """
+
+from ansible.plugins.loader import strategy_loader
+from ansible.utils.display import Display
 
 display = Display()
 _Linear = strategy_loader.get("linear", class_only=True)

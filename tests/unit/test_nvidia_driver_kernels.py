@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.template import Templar, trust_as_template
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import kernels as kernels_utils
 from conftest import load_module, run_module
 from test_nvidia_driver_render import LOADER, ROLE, Role
 
@@ -45,7 +46,7 @@ DEBIAN_UPDATE_WITHOUT_HEADERS = {
 
 def test_the_newest_kernel_boots_next_and_lacks_the_module(tmp_path):
     root = make_node(tmp_path, DEBIAN_UPDATE_WITHOUT_HEADERS)
-    result = kernels_module.inspect(str(root))
+    result = kernels_utils.inspect(str(root))
     assert [k["release"] for k in result["kernels"]] == ["6.1.0-30-amd64", "6.1.0-28-amd64", "6.1.0-9-amd64"]
     assert result["next_boot"] == "6.1.0-30-amd64"  # 30 > 28 > 9 in version order, not in text order
     assert result["next_boot_rule"] == "newest /boot/vmlinuz-*"
@@ -70,7 +71,7 @@ def test_grubby_names_the_default_kernel_on_el(tmp_path):
         },
     )
     (root / "boot" / "vmlinuz-0-rescue-0123456789abcdef").write_bytes(b"MZ")
-    result = kernels_module.inspect(str(root), grubby_default="/boot/vmlinuz-5.14.0-427.13.1.el9_4.x86_64\n")
+    result = kernels_utils.inspect(str(root), grubby_default="/boot/vmlinuz-5.14.0-427.13.1.el9_4.x86_64\n")
     assert result["next_boot"] == "5.14.0-427.13.1.el9_4.x86_64"
     assert result["next_boot_rule"] == "grubby --default-kernel"
     assert [k["release"] for k in result["kernels"]] == ["5.14.0-503.11.1.el9_5.x86_64", "5.14.0-427.13.1.el9_4.x86_64"]
@@ -82,23 +83,23 @@ def test_ubuntus_precompiled_modules_count_and_dkms_updates_win(tmp_path):
         tmp_path,
         {"6.8.0-149-generic": {"module": "kernel/nvidia-580srv-open/nvidia.ko.zst"}},
     )
-    result = kernels_module.inspect(str(root), module_version=lambda path: "580.95.05")
+    result = kernels_utils.inspect(str(root), module_version=lambda path: "580.95.05")
     [kernel] = result["kernels"]
     assert kernel["module"] == "/lib/modules/6.8.0-149-generic/kernel/nvidia-580srv-open/nvidia.ko.zst"
     assert kernel["module_version"] == "580.95.05"
     dkms = root / "lib" / "modules" / "6.8.0-149-generic" / "updates" / "dkms"
     dkms.mkdir(parents=True)
     (dkms / "nvidia.ko.zst").write_bytes(b"")
-    assert kernels_module.inspect(str(root))["kernels"][0]["module"].endswith("/updates/dkms/nvidia.ko.zst")
+    assert kernels_utils.inspect(str(root))["kernels"][0]["module"].endswith("/updates/dkms/nvidia.ko.zst")
 
 
 def test_other_nvidia_modules_are_not_the_driver(tmp_path):
     root = make_node(tmp_path, {"6.8.0-149-generic": {"module": "updates/dkms/nvidia-uvm.ko.zst"}})
-    assert kernels_module.inspect(str(root))["missing"] == ["6.8.0-149-generic"]
+    assert kernels_utils.inspect(str(root))["missing"] == ["6.8.0-149-generic"]
 
 
 def test_a_container_without_kernel_images_has_nothing_to_check(tmp_path):
-    result = kernels_module.inspect(str(tmp_path))
+    result = kernels_utils.inspect(str(tmp_path))
     assert result == {"kernels": [], "next_boot": None, "next_boot_rule": None, "missing": []}
 
 
@@ -131,7 +132,7 @@ def _render(role: Role, task: dict, found: dict, built: dict | None = None) -> t
 
 
 def test_a_next_boot_kernel_without_headers_fails_naming_it(tmp_path):
-    found = kernels_module.inspect(str(make_node(tmp_path, DEBIAN_UPDATE_WITHOUT_HEADERS)))
+    found = kernels_utils.inspect(str(make_node(tmp_path, DEBIAN_UPDATE_WITHOUT_HEADERS)))
     role = Role("debian12", facts={"packages": {"nvidia-kernel-dkms": [{"version": "535.216.01-1~deb12u1"}]}})
     ok, message = _render(role, _readiness_assert(), found, built=found)
     assert not ok
@@ -147,7 +148,7 @@ def test_a_next_boot_kernel_without_headers_fails_naming_it(tmp_path):
 
 def test_a_module_of_another_driver_version_is_not_ready(tmp_path):
     root = make_node(tmp_path, {"6.8.0-149-generic": {"module": "kernel/nvidia-580srv-open/nvidia.ko.zst"}})
-    found = kernels_module.inspect(str(root), module_version=lambda path: "580.95.05")
+    found = kernels_utils.inspect(str(root), module_version=lambda path: "580.95.05")
     role = Role(
         "ubuntu2404",
         nvidia_driver_ubuntu_precompiled=True,
@@ -163,7 +164,7 @@ def test_a_module_of_another_driver_version_is_not_ready(tmp_path):
 
 def test_kernels_with_the_installed_drivers_module_pass(tmp_path):
     root = make_node(tmp_path, {"6.8.0-149-generic": {"module": "kernel/nvidia-580srv-open/nvidia.ko.zst"}})
-    found = kernels_module.inspect(str(root), module_version=lambda path: "580.178.04")
+    found = kernels_utils.inspect(str(root), module_version=lambda path: "580.178.04")
     role = Role(
         "ubuntu2404",
         nvidia_driver_ubuntu_precompiled=True,

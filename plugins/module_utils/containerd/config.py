@@ -64,7 +64,6 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd im
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import plans as _plans
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import reading as _reading
-from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions  # noqa: F401 (containerd_config's action reads it)
 
 # parse
 DEFAULT_PATH = _parse.DEFAULT_PATH

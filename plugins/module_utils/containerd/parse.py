@@ -10,11 +10,43 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
-from tomlkit.container import Container
-from tomlkit.exceptions import ParseError, TOMLKitError
-from tomlkit.items import Table
+
+TOMLKIT_MISSING = (
+    "editing TOML needs the Python package tomlkit on the Ansible controller (pip install -r requirements.txt)"
+)
+try:
+    import tomlkit
+    from tomlkit.container import Container
+    from tomlkit.exceptions import ParseError, TOMLKitError
+    from tomlkit.items import Table
+except ImportError as _exc:  # nodes and ansible-test's import test have no tomlkit: fail where it is used
+    TOMLKIT_IMPORT_ERROR = _exc
+
+    class _MissingTomlkit:
+        def __getattr__(self, name):
+            raise ImportError(f"{TOMLKIT_MISSING}: {TOMLKIT_IMPORT_ERROR}") from TOMLKIT_IMPORT_ERROR
+
+    class NoTomlkitType:
+        """Stands in for tomlkit's types without tomlkit: nothing is an instance of it."""
+
+    class TOMLKitError(Exception):
+        """Stands in for tomlkit's error without tomlkit: never raised."""
+
+    class ParseError(TOMLKitError):
+        """Stands in for tomlkit's parse error without tomlkit: never raised."""
+
+    tomlkit = _MissingTomlkit()
+    Container = Table = NoTomlkitType
+else:
+    TOMLKIT_IMPORT_ERROR = None
+
+
+def require_tomlkit() -> None:
+    """Raise ImportError, saying what to install, when tomlkit is missing."""
+    if TOMLKIT_IMPORT_ERROR is not None:
+        raise ImportError(f"{TOMLKIT_MISSING}: {TOMLKIT_IMPORT_ERROR}") from TOMLKIT_IMPORT_ERROR
+
 
 DEFAULT_PATH = "/etc/containerd/config.toml"
 DEFAULT_DROPIN_DIR = "/etc/containerd/conf.d"
@@ -153,6 +185,7 @@ def undot_tables(container) -> bool:
 def parse_document(text: str, path: str) -> tomlkit.TOMLDocument:
     """Parse ``text`` (the content of ``path``) with dotted keys as tables (see ``undot_tables``); raise
     ContainerdConfigError naming file and position."""
+    require_tomlkit()
     try:
         doc = tomlkit.parse(text)
         undot_tables(doc)

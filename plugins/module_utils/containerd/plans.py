@@ -12,11 +12,15 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 
-import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import changes as _changes
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.parse import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
-from tomlkit.items import AoT, Comment, Table, Whitespace
+
+try:
+    from tomlkit.items import AoT, Comment, Table, Whitespace
+except ImportError:  # no tomlkit (parse.py says so where TOML is edited): nothing is an instance of these
+    AoT = Comment = Table = Whitespace = _parse.NoTomlkitType
 
 DROPIN_HEADER = _parse.DROPIN_HEADER
 ContainerdConfigError = _parse.ContainerdConfigError
@@ -42,7 +46,7 @@ nvidia_summary = _changes.nvidia_summary
 def _renders_header(table: Table) -> bool:
     if not table.is_super_table():
         return True
-    return any(not isinstance(item, (Table, AoT, Whitespace, Comment)) for _, item in table.value.body)
+    return any(not isinstance(item, (Table, AoT, Whitespace, Comment)) for _key, item in table.value.body)
 
 
 def _spaces(indent: str) -> str:

@@ -9,9 +9,9 @@ import posixpath
 from collections.abc import Mapping
 from dataclasses import replace
 
-import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import changes as _changes
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.parse import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as nvidia_runtime
 

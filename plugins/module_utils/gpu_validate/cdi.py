@@ -121,7 +121,7 @@ def _scalar(text: str):
 
 def _node(lines: list, index: int, indent: int):
     """(value, next index) of the block node whose first line is lines[index], at this indent."""
-    _, text = lines[index]
+    _number, text = lines[index]
     if text == "-" or text.startswith("- "):
         return _sequence(lines, index, indent)
     if _key_split(text) is not None:

@@ -113,7 +113,7 @@ ALLOWED_DEFAULT_FIX = (
 
 def new_run_id() -> str:
     """The name prefix of one doctor run's test containers and pods (gpu-validate-<12 random characters>)."""
-    return "gpu-validate-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _ in range(12))
+    return "gpu-validate-" + "".join(random.choice(string.ascii_lowercase + string.digits) for _char in range(12))
 
 
 def default_runtime_row(

@@ -134,7 +134,7 @@ def _crictl_run(
             return rc, out, err
         container_id = out.strip().splitlines()[-1] if out.strip() else ""
         deadline = int(params["container_timeout"])
-        for _ in range(deadline * 2):
+        for _attempt in range(deadline * 2):
             rc, out, err = host.run([*crictl, "inspect", container_id])
             status = (json.loads(out).get("status") or {}) if rc == 0 and out.startswith("{") else {}
             if status.get("state") == "CONTAINER_EXITED":

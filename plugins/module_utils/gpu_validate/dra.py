@@ -164,10 +164,10 @@ def _boot_problems(params: dict, node: dict, host: Node) -> tuple:
     """(problems, notes) about the GPU device nodes and the unit that creates them before the kubelet."""
     problems, notes = [], []
     unit = params["dra_device_nodes_unit"]
-    rc, out, _ = host.run(["systemctl", "is-enabled", unit])
+    rc, out, _err = host.run(["systemctl", "is-enabled", unit])
     if out.strip() != "enabled":
         problems.append(f"{unit} is {out.strip() or 'not installed'}: no device nodes at boot")
-    rc, out, _ = host.run(["systemctl", "show", "--property", "After", "--value", "kubelet.service"])
+    rc, out, _err = host.run(["systemctl", "show", "--property", "After", "--value", "kubelet.service"])
     if rc == 0 and truthy((node.get("kubelet") or {}).get("installed")) and unit not in out.split():
         problems.append(f"kubelet.service does not start after {unit}")
     if truthy(node.get("has_gpu")):

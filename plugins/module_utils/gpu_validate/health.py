@@ -340,7 +340,7 @@ def check_health(params: dict, node: dict, host: Node) -> list:
         gpus = []
     else:
         gpus = parse_query(out, HEALTH_FIELDS)
-        rc, remap_out, _ = host.run(query_argv(smi, REMAP_FIELDS, kind="remapped-rows"))
+        rc, remap_out, _err = host.run(query_argv(smi, REMAP_FIELDS, kind="remapped-rows"))
         remapped = (
             [r for r in parse_query(remap_out, REMAP_FIELDS) if available(r.get("remapped_rows.pending"))]
             if rc == 0

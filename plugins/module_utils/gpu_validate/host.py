@@ -49,7 +49,13 @@ class Node:
         timeout = timeout or self.timeout
         try:
             proc = subprocess.run(
-                [str(a) for a in argv], capture_output=True, text=True, errors="replace", timeout=timeout, env=env
+                [str(a) for a in argv],
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                env=env,
+                check=False,
             )
         except FileNotFoundError as exc:
             return 2, "", str(exc)

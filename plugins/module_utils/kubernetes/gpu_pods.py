@@ -42,7 +42,7 @@ import glob
 import os
 import re
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.runtime import (  # noqa: F401 (re-exported: gpu_pods.* for its users)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.runtime import (  # noqa: F401 (re-exported: gpu_pods.* for its users)  # pylint: disable=unused-import
     CDI_PREFIXES_DEFAULT,
     CDI_PREFIXES_KEY,
     CDI_TABLE,

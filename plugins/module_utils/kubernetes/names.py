@@ -89,7 +89,7 @@ def qualified_name_error(key, what: str = "label key") -> str | None:
         return f"{what} {key!r} is a {_kind(key)}, not a string"
     if key.count("/") > 1:
         return f"{what} {key!r} has more than one '/': use [prefix/]name, e.g. example.com/gpu-pool"
-    prefix, _, name = key.rpartition("/")
+    prefix, _sep, name = key.rpartition("/")
     if "/" in key:
         if not prefix:
             return f"{what} {key!r} has an empty prefix before '/': drop the '/' or put a DNS subdomain before it"

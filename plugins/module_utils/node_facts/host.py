@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
-if TYPE_CHECKING:  # annotations only: `X | Y` and list[str] are not valid at run time before Python 3.10/3.9
-    from collections.abc import Callable
+if TYPE_CHECKING:  # annotations only; typing's spelling, which Python 3.8 (and pylint for it) reads
+    from typing import Callable, List, Optional, Tuple
 
-    RunCommand = Callable[[list[str]], tuple[int, str, str] | None]
-    Which = Callable[[str], str | None]
+    RunCommand = Callable[[List[str]], Optional[Tuple[int, str, str]]]
+    Which = Callable[[str], Optional[str]]
 
 
 def parse_version_token(token: str) -> tuple[str | None, str | None]:
