@@ -91,9 +91,9 @@ def nvidia_driver_plan_check(inputs: Mapping) -> dict:
             " default branch.",
         ),
         "version_of_branch": (
-            version == "" or branch == "" or version.split(".")[0] == branch,
+            version == "" or branch == "" or version.split(".", maxsplit=1)[0] == branch,
             f"nvidia_driver_version {version} is not a version of branch {branch}: set nvidia_driver_branch to"
-            f' "{version.split(".")[0]}" or leave it empty.',
+            f' "{version.split(".", maxsplit=1)[0]}" or leave it empty.',
         ),
         "cuda_repo_key_fingerprint": (
             bool(re.fullmatch("[0-9A-F]{40}", _fingerprint(params))),
@@ -252,7 +252,7 @@ def nvidia_driver_plan(inputs: Mapping) -> dict:
     if family == "debian":
         plan["default_branch"] = _debian_default_branch(params, plan["release"])
     default_branch = _text(plan.get("default_branch"))
-    plan["branch"] = branch_var or (version.split(".")[0] if version else default_branch)
+    plan["branch"] = branch_var or (version.split(".", maxsplit=1)[0] if version else default_branch)
     branch = plan["branch"]
 
     architecture = facts.get("architecture", "x86_64")
