@@ -16,6 +16,7 @@ import yaml
 from conftest import ROOT, load_module
 
 SHARED = ROOT / "roles" / "gpu_node_facts" / "tasks" / "restart_transaction.yml"
+ROLLBACK = SHARED.with_name("restart_rollback.yml")  # included by SHARED where the unit did not come back
 INCLUDE = "{{ role_path }}/../gpu_node_facts/tasks/restart_transaction.yml"
 REQUIRED = {
     "__restart_unit",
@@ -119,7 +120,7 @@ def transaction_sequences(files: list[Path], root: Path = ROOT) -> list[str]:
 
 
 def test_only_the_shared_file_restarts_a_unit_or_puts_its_files_back():
-    others = transaction_sequences([path for path in _task_files() if path != SHARED])
+    others = transaction_sequences([path for path in _task_files() if path not in (SHARED, ROLLBACK)])
     assert others == [], (
         "a second restart transaction: restart and roll back through "
         "roles/gpu_node_facts/tasks/restart_transaction.yml instead\n" + "\n".join(others)
@@ -129,7 +130,7 @@ def test_only_the_shared_file_restarts_a_unit_or_puts_its_files_back():
 def test_the_guard_sees_the_shared_transaction():
     """The guard above is not blind: in the shared file it finds both restarts, the restore from a backup and the
     journal read."""
-    found = transaction_sequences([SHARED])
+    found = transaction_sequences([SHARED, ROLLBACK])
     assert sum("restarts a unit" in line for line in found) == 2, found
     assert sum("puts a file back" in line for line in found) == 1, found
     assert sum("reads why a unit failed" in line for line in found) == 1, found
@@ -165,7 +166,7 @@ def test_the_guard_finds_a_transaction_in_a_rescue(tmp_path):
 
 def test_the_shared_transaction_has_no_rescue_and_fails_only_at_its_end():
     """A handler runs no rescue (the kubelet restarts from one): no step may fail before the report."""
-    tasks = list(_tasks(yaml.safe_load(SHARED.read_text())))
+    tasks = [*_tasks(yaml.safe_load(SHARED.read_text())), *_tasks(yaml.safe_load(ROLLBACK.read_text()))]
     assert not any(in_rescue for _, in_rescue in tasks)
     fails = [task["name"] for task, _ in tasks if "ansible.builtin.fail" in task]
     assert fails == [tasks[-1][0]["name"]], fails
@@ -202,6 +203,14 @@ def test_each_caller_includes_the_transaction_with_its_variables(caller, count):
 def test_no_other_file_includes_the_transaction():
     callers = {str(path.relative_to(ROOT)) for path in _task_files() if _includes(path)}
     assert callers == set(CALLERS)
+    rollback_path = INCLUDE.replace("restart_transaction.yml", "restart_rollback.yml")
+    includers = {
+        path
+        for path in _task_files()
+        for task, _ in _tasks(yaml.safe_load(path.read_text()))
+        if task.get("ansible.builtin.include_tasks") == rollback_path
+    }
+    assert includers == {SHARED}
 
 
 def test_runtime_configs_restart_is_skipped_in_check_mode():
