@@ -1,7 +1,8 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
 """`runtime_rollback_plan(results, runtimes, targets, files, state, installer_undo)`: what each changed runtime's
-transaction rolls back to (roles/runtime_config/tasks/transaction.yml and restart.yml).
+transaction rolls back to (roles/runtime_config/tasks/transaction.yml and restart.yml), and
+`runtime_rollback_files(entry)`: one entry as the files of the shared restart transaction.
 
 From the merge tasks' registered results (`results`: runtime -> result, {} for a runtime whose task did not run),
 the node state read before them (`state`, runtime_config_state: each config file's existence, mode, owner and group
@@ -63,8 +64,30 @@ def runtime_rollback_plan(results, runtimes, targets, files, state, installer_un
     return plan
 
 
+def runtime_rollback_files(entry) -> list[dict]:
+    """One plan entry (or a pending marker's, written by an earlier run in the same form) as the restart
+    transaction's files (plugins/filter/restart_transaction.py): the config file, then containerd's or the agent's
+    drop-in where the change wrote or removed one (no drop-in backup: the drop-in is new, and is removed)."""
+    if not isinstance(entry, Mapping) or "path" not in entry:
+        raise AnsibleFilterError(f"runtime_rollback_files: expects one entry of the rollback plan, not {entry!r}")
+    files = [
+        {
+            "path": entry["path"],
+            "existed": bool(entry.get("existed")),
+            "backup_file": entry.get("backup_file", ""),
+            "owner": entry.get("owner", ""),
+            "group": entry.get("group", ""),
+            "mode": entry.get("mode", ""),
+        }
+    ]
+    if entry.get("dropin_path"):
+        backup = entry.get("dropin_backup_file", "")
+        files.append({"path": entry["dropin_path"], "existed": bool(backup), "backup_file": backup})
+    return files
+
+
 class FilterModule:
     """runtime_config's rollback plan (see the module docstring)."""
 
     def filters(self):
-        return {"runtime_rollback_plan": runtime_rollback_plan}
+        return {"runtime_rollback_plan": runtime_rollback_plan, "runtime_rollback_files": runtime_rollback_files}

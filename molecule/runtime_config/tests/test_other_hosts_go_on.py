@@ -30,7 +30,8 @@ def test_a_rollback_on_one_host_lets_the_other_hosts_go_on(host):
     assert run.returncode != 0
     recap = {line.split()[0]: line for line in run.stdout.splitlines() if line.startswith("rc-")}
     assert " failed=1 " in recap["rc-debian12"], recap
-    assert " rescued=1 " in recap["rc-debian12"], recap
+    # dockerd refused to start: the restart transaction takes the failed restart as its answer (ignored, rolled back)
+    assert " ignored=1 " in recap["rc-debian12"], recap
     for other in ("rc-debian13", "rc-forky", "rc-ubuntu2204"):
         assert " failed=0 " in recap[other], recap
         assert " changed=0 " not in recap[other], f"{other} did not go on: {recap[other]}"
