@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpunode.provisioning.plugins.modules import role_variables as _module_file
 
 _KINDS = {
     "list": ("a list", lambda v: isinstance(v, Sequence) and not isinstance(v, (str, bytes))),
@@ -177,6 +178,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
+        if (self._task.resolved_action or self._task.action or "").rsplit(".", 1)[-1] == "role_variables":
+            # its own task: its arguments as documented (an unknown one, a wrong type: Ansible's message); as the
+            # check inside role_read, gpu_node_facts or gpu_settings, those actions check their task's arguments
+            self.validate_argument_spec(argument_spec=_module_file.ARGUMENT_SPEC)
         spec_path = self._task.args.get("spec")
         checks = self._task.args.get("checks")
         entry_point = self._task.args.get("entry_point", ENTRY_POINT)

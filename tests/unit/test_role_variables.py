@@ -463,3 +463,15 @@ def test_each_role_accepts_its_own_defaults_including_templated_ones(tmp_path):
     run = run_local_playbook(tmp_path / "playbook.yml")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.stdout.count("ok: [localhost]") == plays.count("role_variables:")
+
+
+def test_the_action_checks_its_own_arguments(tmp_path):
+    """Issue 51: role_variables' own task refuses an argument it does not take, naming it, before any check."""
+    spec = ROOT / "roles" / "fuse" / "meta" / "argument_specs.yml"
+    (tmp_path / "playbook.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        f"    - gpunode.provisioning.role_variables:\n        spec: {spec}\n        chekcs: __fuse_variable_checks\n"
+    )
+    run = run_local_playbook(tmp_path / "playbook.yml")
+    assert run.returncode != 0
+    assert "chekcs" in run.stdout and "Unsupported parameters" in run.stdout, run.stdout[-2000:]
