@@ -98,7 +98,7 @@ def test_a_kubelet_setting_the_agent_refuses_is_rolled_back_and_the_agent_runs_a
     }
     run = run_playbook(host, SCENARIO / "converge.yml", refused)
     assert run.returncode != 0, run.stdout[-3000:]
-    assert "did not come back with the kubelet settings" in run.stdout, run.stdout[-3000:]
+    assert "did not come back within 15s after its settings changed" in run.stdout, run.stdout[-3000:]
     assert "unrecognized feature gate: UnknownGpunodeGate" in run.stdout, run.stdout[-3000:]
     assert host.file(dropin).content_string == before
     assert host.service(node["unit"]).is_running

@@ -114,8 +114,8 @@ def test_the_printed_entry_given_to_kubespray_keeps_the_runtime_across_its_runs(
     a fixed point (issue 36): kubespray renders nvidia without the values containerd 2.3's `config dump` fills in,
     which containerd reads as the role's entry, so a run of the play changes nothing (it rewrote the table at each
     run before, and kubespray's next run took it back) and kubespray's next run renders the same file."""
-    sys.path.insert(0, str(SCENARIO.parents[1] / "plugins" / "filter"))
-    from installer import kubespray_runtime
+    sys.path.insert(0, str(SCENARIO.parents[1] / "collections"))  # the collection, as ansible.cfg resolves it
+    from ansible_collections.gpunode.provisioning.plugins.filter.installer import kubespray_runtime
 
     entry = kubespray_runtime(host.file("/etc/containerd/config.toml").content_string, "nvidia", NVIDIA_BINARY)
     saved = host.file(INVENTORY).content_string

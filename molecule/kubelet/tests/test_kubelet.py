@@ -528,8 +528,8 @@ def test_a_fuse_pod_with_host_users_false_mounts_and_cannot_touch_kernel_setting
     assert lines[-1] == "DONE", lines
 
     # the doctor's FUSE confinement row judges with this function: on this node nothing is missing
-    sys.path.insert(0, str(SCENARIO.parents[1] / "plugins" / "filter"))
-    from validate import gpu_validate_userns_missing
+    sys.path.insert(0, str(SCENARIO.parents[1] / "collections"))  # the collection, as ansible.cfg resolves it
+    from ansible_collections.gpunode.provisioning.plugins.filter.validate import gpu_validate_userns_missing
 
     facts = host.ansible("gpu_node_facts", check=False)["ansible_facts"]["gpu_node"]
     gates = yaml.safe_load(host.file(DROPIN).content_string)["featureGates"]  # the kubelet role's drop-in
