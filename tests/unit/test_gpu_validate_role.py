@@ -218,6 +218,9 @@ def run(tmp: Path, scen: str, has_gpu: bool, **overrides) -> tuple[subprocess.Co
         "fuse_device": "/dev/null",  # a character device every machine has
         "ansible_python_interpreter": sys.executable,
         "gpu_validate_report_dir": str(tmp / "report"),
+        # each test's own fleet report: the default ($PWD/gpu-fleet-report, the checkout) is shared by the tests
+        # running beside it, whose rows made the second run of a stable node write it again
+        "gpu_validate_fleet_report": str(tmp / "gpu-fleet-report"),
         "gpu_validate_seccomp_root": str(tmp / "seccomp"),
         "gpu_validate_kubelet_config_dir": str(tmp / "kubelet.conf.d"),
         "gpu_validate_kubelet_env_file": str(tmp / "default-kubelet"),
