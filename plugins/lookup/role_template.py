@@ -27,7 +27,7 @@ options:
 """
 
 EXAMPLES = r"""
-__fuse_modules_load_content: "{{ lookup('role_template', 'etc/modules-load.d/fuse.conf.j2') }}"
+__fuse_modules_load_content: "{{ lookup('gpunode.provisioning.role_template', 'etc/modules-load.d/fuse.conf.j2') }}"
 """
 
 RETURN = r"""

@@ -371,8 +371,7 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
     module.fail_json(
         msg="containerd_config must run through its action plugin (plugins/action/containerd_config.py), which "
-        "edits the file on the controller with tomlkit. Run it from the repository root (ansible.cfg sets "
-        "action_plugins), or add plugins/action to ANSIBLE_ACTION_PLUGINS."
+        "edits the file on the controller with tomlkit. Call it as gpunode.provisioning.containerd_config."
     )
 
 

@@ -91,7 +91,7 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     module.fail_json(
         msg="role_variables must run through its action plugin (plugins/action/role_variables.py) on the "
-        "controller. Run it from the repository root (ansible.cfg sets action_plugins)."
+        "controller: call it as gpunode.provisioning.role_variables."
     )
 
 

@@ -155,8 +155,7 @@ def main():
     module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
     module.fail_json(
         msg="toml_merge must run through its action plugin (plugins/action/toml_merge.py), which edits the file "
-        "on the controller with tomlkit. Run it from the repository root (ansible.cfg sets action_plugins), or "
-        "add plugins/action to ANSIBLE_ACTION_PLUGINS."
+        "on the controller with tomlkit: call it as gpunode.provisioning.toml_merge."
     )
 
 

@@ -64,6 +64,15 @@ def test_a_checkout_resolves_the_collection_through_ansible_cfg_with_no_install(
         assert option not in config["defaults"], f"ansible.cfg still sets {option}"
 
 
+def test_molecule_resolves_the_collection_as_ansible_cfg_does():
+    """molecule writes its own ansible.cfg: its shared config names the collection's path, and no legacy plugin path
+    of the project (a plugin found there would not be the collection's)."""
+    env = yaml.safe_load((ROOT / ".config/molecule/config.yml").read_text())["provisioner"]["env"]
+    assert env["ANSIBLE_COLLECTIONS_PATH"] == "${MOLECULE_PROJECT_DIRECTORY}/collections"
+    stale = {"ANSIBLE_MODULE_UTILS", "ANSIBLE_FILTER_PLUGINS", "ANSIBLE_LOOKUP_PLUGINS", "ANSIBLE_DOC_FRAGMENT_PLUGINS"}
+    assert not stale & set(env), stale & set(env)
+
+
 def test_library_holds_one_link_per_module_as_kubespray_does():
     library = sorted((ROOT / "library").iterdir())
     assert [p.stem for p in library] == MODULES

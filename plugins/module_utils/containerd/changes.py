@@ -1,6 +1,6 @@
 """containerd config.toml editing, part 2 of 4: the changes a request makes (runtime table, NVIDIA's default).
 
-CONTROLLER only: containerd_toml.py loads the parts in order.
+CONTROLLER only: config.py (the entry point) imports the parts.
 """
 
 from __future__ import annotations

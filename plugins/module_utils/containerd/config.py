@@ -12,10 +12,10 @@ from the file's own style).
 The logic lives in four parts, by subject, loaded here in order (each part reads the earlier ones' names);
 importers use this file's names only:
 
-- containerd_toml_parse.py: constants, Request/Outcome, parsing, config versions;
-- containerd_toml_changes.py: the changes a request makes (runtime table, NVIDIA's default, options);
-- containerd_toml_plans.py: the layout of new items, the in-place and drop-in plans;
-- containerd_toml_reading.py: the daemon's reading (``config dump``) checked against the plan.
+- parse.py: constants, Request/Outcome, parsing, config versions;
+- changes.py: the changes a request makes (runtime table, NVIDIA's default, options);
+- plans.py: the layout of new items, the in-place and drop-in plans;
+- reading.py: the daemon's reading (``config dump``) checked against the plan.
 
 Tables per config version (see shared REFERENCE.md):
 

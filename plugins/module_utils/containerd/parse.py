@@ -1,7 +1,7 @@
 """containerd config.toml editing, part 1 of 4: constants, the request and outcome types, parsing, versions.
 
-CONTROLLER only, like every part: containerd_toml.py (the entry point, which documents the tables per config
-version) loads the parts in order; the other parts read this one's names.
+CONTROLLER only, like every part: config.py (the entry point, which documents the tables per config
+version) imports the parts; the other parts read this one's names.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """containerd config.toml editing, part 3 of 4: the layout of new items and the plans (in place, drop-in).
 
-CONTROLLER only: containerd_toml.py loads the parts in order.
+CONTROLLER only: config.py (the entry point) imports the parts.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """containerd config.toml editing, part 4 of 4: the daemon's reading (config dump) checked against the plan.
 
-CONTROLLER only: containerd_toml.py loads the parts in order.
+CONTROLLER only: config.py (the entry point) imports the parts.
 """
 
 from __future__ import annotations
