@@ -847,7 +847,7 @@ def test_kernel_facts_of_an_empty_tree_are_unknown(tmp_path):
     assert facts["oci_runtimes"]["runc"]["version"] is None
 
 
-# --- cluster installers (paths and gates cited in node_facts_installers.py) ---------------------------
+# --- cluster installers (paths and gates cited in node_facts/installers.py) ---------------------------
 
 
 def _files(root: Path, executables=(), files=(), dirs=(), links=None) -> Path:

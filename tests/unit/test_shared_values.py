@@ -28,7 +28,7 @@ SHARED = [
 # Where a default or a fallback would be a copy: the roles' and playbooks' YAML, the doctor module with its check
 # families, the facts' GPU-pods and workloads files, the facts action and the filters. Only values count: YAML's
 # scalars and Python's strings (a module's DOCUMENTATION as YAML), not comments, docstrings or descriptions, which
-# may show the value. node_facts_installers.py is not among them: it describes the installers' own layouts, as
+# may show the value. node_facts/installers.py is not among them: it describes the installers' own layouts, as
 # their sources write them (cited there), which kubeadm's happen to share with the kubelet role's defaults.
 PLACES = sorted(
     [path for folder in ("roles", "playbooks", "inventories") for path in (ROOT / folder).rglob("*.yml")]

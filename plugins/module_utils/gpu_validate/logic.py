@@ -401,7 +401,7 @@ def userns_missing(node, feature_gates=None) -> list:
     return missing
 
 
-# The doctor's GPU health rows (gpu_validate_health.py) are named "GPU health: <what>"; a failed one means the GPU needs
+# The doctor's GPU health rows (gpu_validate/health.py) are named "GPU health: <what>"; a failed one means the GPU needs
 # a reset, a drain or a replacement.
 HEALTH_PREFIX = "GPU health: "
 
