@@ -18,7 +18,7 @@ import jinja2
 import pytest
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import doors as gpu_validate_doors
-from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods as gpu_pods
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as nvidia_runtime
 from conftest import FakeNode, load_module, params
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods as gpu_pods
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods
 from conftest import gather_node_facts, shared_values
 
 SOCKET = "/var/lib/kubelet/device-plugins/nvidia-gpu.sock"

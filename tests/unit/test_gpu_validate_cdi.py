@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import yaml
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import cdi as cdi
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import cdi
 from conftest import GPU_NODE, FakeNode, load_module, node, params
 
 ROW = "CDI spec"

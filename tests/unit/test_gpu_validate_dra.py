@@ -8,8 +8,7 @@ The paths are those of NVIDIA's DRA driver (node_facts_dra's docstring cites the
 
 from __future__ import annotations
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import cdi as cdi
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import dra as dra
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import cdi, dra
 from conftest import NO_GPU, FakeNode, load_module, node, params, shared_values
 
 UNIT = shared_values()["__gpu_node_facts_dra_device_nodes_unit"]

@@ -10,7 +10,7 @@ not "Success", an IMEX unit running where it must be masked or stopped where it 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import fabric as fabric
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import fabric
 from conftest import NO_GPU, FakeNode, load_module, node, params
 
 SMI = "/usr/bin/nvidia-smi"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import health as health
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import health
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.settings import READ_FIELDS
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.smi import query_argv
 from conftest import ROOT, FakeNode, node, params

@@ -11,7 +11,7 @@ import tomllib
 
 import pytest
 import yaml
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic as logic
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic
 from conftest import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "containerd"

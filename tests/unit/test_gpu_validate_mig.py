@@ -9,7 +9,7 @@ nvidia-smi's output has the shape of `nvidia-smi --query-gpu=index,pci.device_id
 from __future__ import annotations
 
 import yaml
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import mig as mig
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import mig
 from conftest import NO_GPU, FakeNode, load_module, node, params
 
 SMI = "/usr/bin/nvidia-smi"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import names as names
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import names
 from conftest import load_module, role_defaults, shared_values
 
 kb = load_module("kubelet", subdir="plugins/filter")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
-from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods as gpu_pods
+from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes import gpu_pods
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as nvidia_runtime
 from conftest import gather_node_facts, load_module
 from test_runtime_config_crio import CRIO_NODE, render

@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 import yaml
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import families as families
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import families
 from conftest import ROOT, load_module, render_role_value
 
 validate = load_module("validate", subdir="plugins/filter")
