@@ -242,7 +242,7 @@ class ActionModule(ActionBase):
         path = args["path"]
         binary, probed = self._probe_containerd()
         version_text = args["containerd_version"] or probed
-        containerd_version = ct.parse_containerd_version(version_text)
+        containerd_version = containerd_versions.containerd_version_tuple(version_text)
         if args["containerd_version"] and containerd_version is None:
             raise AnsibleActionFail(f"containerd_version {args['containerd_version']!r} is not a version like 2.1.4")
         empty_version = ct.empty_version_for(containerd_version)

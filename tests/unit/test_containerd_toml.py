@@ -11,6 +11,7 @@ from unittest import mock
 import pytest
 import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files.merge import get_path, merge
 from conftest import documented_options, fake_node_files, load_module, run_module
 
@@ -383,7 +384,7 @@ def test_bad_requests_are_rejected(request_kwargs, message):
     ],
 )
 def test_containerd_version_parsing(text, expected):
-    assert ct.parse_containerd_version(text) == expected
+    assert containerd_versions.containerd_version_tuple(text) == expected
 
 
 def test_dropin_refused_for_containerd_1_7_with_the_reason_and_the_fix():

@@ -36,7 +36,7 @@ def containerd(upstream_dir) -> Path:
     if not binary.is_file():
         pytest.fail(f"{binary} is missing: see {upstream_dir}/containerd/BUILD.md", pytrace=False)
     out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True).stdout
-    assert ct.parse_containerd_version(out)[:2] == (2, 3), out
+    assert cv.containerd_version_tuple(out)[:2] == (2, 3), out
     return binary
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.versions import parse_containerd_version
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts import installers as node_facts_installers
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.gpu import (
     parse_numa_node,
@@ -30,7 +31,6 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.pl
 )
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.runtimes import (
     KUBELET_CONFIG_DIR_MIN,
-    parse_containerd_version,
     parse_crio_version,
     parse_docker_version,
     parse_kubelet_version,

@@ -194,7 +194,10 @@ def test_runtime_states():
         **nvidia_bin,
         **cns_entries,
     }
-    assert gpu_pods.containerd_runtime_state([cns, "enable_cdi = true\n"], "1.7.24")["cdi"] is True
+    dropin = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\nenable_cdi = true\n'
+    assert gpu_pods.containerd_runtime_state([cns, dropin], "1.7.24")["cdi"] is True
+    # issue 51: a key outside the CRI table is not the CRI plugin's (the regexes before took it)
+    assert gpu_pods.containerd_runtime_state([cns, "enable_cdi = true\n"], "1.7.24")["cdi"] is False
     runc["nvidia_entries"] = {}
     assert gpu_pods.containerd_runtime_state([None], "2.1.4") == {"default": "runc", "cdi": True, **runc}
     # named nvidia, binary not in the file: the project's own name still counts
@@ -207,8 +210,15 @@ def test_runtime_states():
     }
     assert gpu_pods.docker_runtime_state("not json") == {"default": "runc", "cdi": False, **runc}
     assert gpu_pods.crio_runtime_state(
-        ['[crio.runtime]\ndefault_runtime = "crun"\n', 'default_runtime = "nvidia"\n']
+        ['[crio.runtime]\ndefault_runtime = "crun"\n', '[crio.runtime]\ndefault_runtime = "nvidia"\n']
     ) == {"default": "nvidia", "cdi": True, "default_binary": None, "default_nvidia": True, "nvidia_entries": {}}
+    # issue 51: outside [crio.runtime] it is no setting of CRI-O's (the regexes before took the last one anywhere)
+    assert (
+        gpu_pods.crio_runtime_state(['[crio.runtime]\ndefault_runtime = "crun"\n', 'default_runtime = "nvidia"\n'])[
+            "default"
+        ]
+        == "crun"
+    )
 
 
 PLUGIN_ENVVAR = {

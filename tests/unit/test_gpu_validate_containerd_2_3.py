@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import tomlkit
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as ct
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import tables as containerd_tables
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic as gpu_validate_logic
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.containerd import (
     config_versions,
@@ -163,7 +164,7 @@ def test_the_rows_read_containerd_2_3s_dump(containerd, upstream_dir, tmp_path, 
     out = _dump_with_our_dropin(containerd, upstream_dir, tmp_path)
     assert tomlkit.parse(out)["version"] == 4
     if parser != "tomllib":
-        monkeypatch.setattr(gpu_validate_logic, "tomllib", None)
+        monkeypatch.setattr(containerd_tables, "tomllib", None)
     fake = FakeNode(commands={("containerd", "config", "dump"): (0, out, "")})
     state = containerd_state(params(), {**_node("2.3.4"), "runtimes": {"containerd": {"running": False}}}, fake)
     assert state["ok"] and state["registered"], state

@@ -5,7 +5,7 @@ molecule/nvidia_runtime shows each failing row on a real node (NVIDIA's runtime 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import doors as gpu_validate_doors
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import tables
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.doors import (
     _path_match,
     annotation_passthrough,
@@ -102,31 +102,20 @@ def test_the_cdi_annotation_row(dump, toolkit, status, in_detail):
         assert "pod_annotations of the nvidia runtime" in row["fix"], row
 
 
-@pytest.mark.parametrize(
-    ("value", "strings"),
-    [
-        (["cdi.k8s.io/*"], ["cdi.k8s.io/*"]),
-        ("['cdi.k8s.io/*', 'io.kubernetes.cri-o.*']", ["cdi.k8s.io/*", "io.kubernetes.cri-o.*"]),  # kept as text
-        ('["a", "b"]', ["a", "b"]),
-        ("[]", []),
-        (None, []),
-    ],
-)
-def test_annotation_lists_are_read_also_where_the_fallback_toml_reader_kept_the_text(value, strings):
-    """Python < 3.11 on the node has no tomllib; nv-ubuntu2204 (Python 3.10, containerd 2.2) showed it."""
-    assert string_list(value) == strings
-
-
-def test_the_toolkits_prefixes_are_read_also_as_text(monkeypatch):
-    """What the fallback TOML reader of Python < 3.11 returns for annotation-prefixes = ['example.com/']."""
+@pytest.mark.parametrize("with_tomllib", [True, False], ids=["tomllib", "small reader"])
+def test_annotation_lists_are_lists_with_either_reader(monkeypatch, with_tomllib):
+    """Python < 3.11 on the node has no tomllib (nv-ubuntu2204: Python 3.10, containerd 2.2): the small reader of
+    containerd/tables.py reads arrays as lists, as tomllib does (it used to keep their text, issue 51)."""
+    if not with_tomllib:
+        monkeypatch.setattr(tables, "tomllib", None)
     state = _state(_dump(["example.com/*"]))
+    assert state["passthrough"]["pod_annotations"] == ["example.com/*"]
     assert cdi_annotation_row(params(), state, None)["status"] == "ok"  # default prefix cdi.k8s.io/ only
-    cdi = {"annotation-prefixes": "['example.com/']"}
-    monkeypatch.setattr(
-        gpu_validate_doors, "toml_tables", lambda text: {"nvidia-container-runtime": {"modes": {"cdi": cdi}}}
+    row = cdi_annotation_row(
+        params(), state, "[nvidia-container-runtime.modes.cdi]\nannotation-prefixes = ['example.com/']\n"
     )
-    row = cdi_annotation_row(params(), state, "text")
     assert row["status"] == "fail" and "example.com/" in row["detail"], row
+    assert string_list(["a", 1]) == ["a", "1"] and string_list("['a']") == []
 
 
 def test_the_cdi_annotation_row_is_skipped_without_the_nvidia_runtime():

@@ -1,8 +1,8 @@
 """plugins/module_utils/gpu_validate/logic.py: what the doctor reads from runtime dumps and kubelet files.
 
 On the node the module runs on python3 < 3.11 (Debian 11/12, Ubuntu 22.04, EL 9): no tomllib, no
-PyYAML. Its small TOML reader must read every configuration dump the project knows exactly as
-tomllib does, and the featureGates reader what PyYAML reads.
+PyYAML. The small TOML reader it shares (containerd/tables.py) must read every configuration dump the
+project knows exactly as tomllib does, and the featureGates reader what PyYAML reads.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import tomllib
 
 import pytest
 import yaml
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import tables
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate import logic
 from conftest import ROOT
 
@@ -21,7 +22,7 @@ LOG_AROUND = 'time="2025" level=info msg="config"\n[plugins.cri.containerd.runti
 
 @pytest.fixture
 def no_tomllib(monkeypatch):
-    monkeypatch.setattr(logic, "tomllib", None)
+    monkeypatch.setattr(tables, "tomllib", None)
 
 
 def test_the_fixtures_are_there():
@@ -30,40 +31,15 @@ def test_the_fixtures_are_there():
 
 @pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.name)
 def test_the_small_reader_finds_the_runtimes_tomllib_finds(path, no_tomllib):
+    """The doctor reads dumps through containerd/tables.py (tests/unit/test_containerd_tables.py tests the reader)."""
     text = path.read_text()
     with_reader = logic.runtime_config(text)
-    logic.tomllib = tomllib
+    tables.tomllib = tomllib
     assert with_reader == logic.runtime_config(text)
     assert with_reader["parsed"] is True
 
 
-@pytest.mark.parametrize("path", DUMPS, ids=lambda p: p.name)
-def test_the_small_reader_reads_the_scalars_tomllib_reads(path, no_tomllib):
-    def scalars(doc, prefix=()):
-        for key, value in doc.items():
-            if isinstance(value, dict):
-                yield from scalars(value, (*prefix, key))
-            elif not isinstance(value, list):
-                yield (*prefix, key), value
-
-    text = path.read_text()
-    mine = dict(scalars(logic.toml_tables(text)))
-    theirs = dict(scalars(tomllib.loads(text)))
-    assert theirs and {key: mine.get(key) for key in theirs} == theirs
-
-
-@pytest.mark.parametrize(
-    "text",
-    [LOG_AROUND, "[a\nb = 1\n", 'a = "x" junk\n', "a = 'x\n", "a = 1 2\n", "just text\n"],
-)
-def test_text_that_is_not_toml_is_refused_by_both_readers(text, no_tomllib):
-    with pytest.raises(logic.TomlError):
-        logic.toml_tables(text)
-    with pytest.raises(tomllib.TOMLDecodeError):
-        tomllib.loads(text)
-
-
-def test_text_around_the_dump_falls_back_to_the_headers_without_tomllib(no_tomllib):
+def test_text_around_the_dump_is_left_out_without_tomllib(no_tomllib):
     assert logic.runtime_config(LOG_AROUND) == {
         "runtimes": ["nvidia"],
         "default": None,
@@ -74,10 +50,8 @@ def test_text_around_the_dump_falls_back_to_the_headers_without_tomllib(no_tomll
 
 def test_multi_line_arrays_and_strings_are_read_over(no_tomllib):
     text = 'a = [\n  "x",  # ]\n  "y",\n]\nb = """\nline\n"""\n'
-    text += '[t.runtimes.nvidia]\nruntime_type = "io.containerd.runc.v2"\n'
-    assert logic.toml_tables(text)["b"] == "\nline\n"
+    text += '[plugins.cri.containerd.runtimes.nvidia]\nruntime_type = "io.containerd.runc.v2"\n'
     assert logic.runtime_config(text)["runtimes"] == ["nvidia"]
-    assert tomllib.loads(text)["b"] == "line\n"  # tomllib drops the newline after the opening quotes
 
 
 GATES = [
@@ -163,14 +137,27 @@ def test_crio_config_lists_runtimes_and_default_runtime():
     }
 
 
-def test_text_that_is_not_toml_falls_back_to_table_headers():
-    text = 'time="2025" level=info msg="config"\n' + NVIDIA_V2 + '  default_runtime_name = "nvidia"\n'
-    text += "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.'kata-qemu']\n"
+def test_log_lines_around_a_dump_are_left_out_and_the_dump_read_as_containerd_reads_it():
+    dump = "version = 2\n" + NVIDIA_V2 + "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.'kata-qemu']\n"
+    dump += '[plugins."io.containerd.grpc.v1.cri".containerd]\n  default_runtime_name = "nvidia"\n'
+    text = 'time="2025" level=info msg="config"\n' + dump + 'time="2025" level=info msg="done"\n'
     assert logic.runtime_config(text) == {
         "runtimes": ["kata-qemu", "nvidia"],
         "default": "nvidia",
         "parsed": False,
-        "default_entry": {"runtime_type": "", "binary": ""},  # the fallback reads no runtime table
+        "default_entry": {"runtime_type": "io.containerd.runc.v2", "binary": "/usr/bin/nvidia-container-runtime"},
+    }
+
+
+def test_a_default_runtime_name_in_another_table_is_no_default():
+    """Issue 51: the regex over the text took `default_runtime_name` in any table (here a runtime's options)."""
+    text = 'time="2025" level=info msg="config"\n' + NVIDIA_V2 + '  default_runtime_name = "nvidia"\n'
+    text += "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.'kata-qemu']\n"
+    assert logic.runtime_config(text) == {
+        "runtimes": ["kata-qemu", "nvidia"],
+        "default": None,  # the regexes before: "nvidia"
+        "parsed": False,
+        "default_entry": {"runtime_type": "", "binary": ""},
     }
 
 

@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import tables as containerd_tables
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as nvidia_runtime
 
-CRI_TABLES = _parse.CRI_TABLES
+CRI_TABLES = containerd_versions.CRI_TABLES
 DEFAULT_RUNTIME_TYPE = _parse.DEFAULT_RUNTIME_TYPE
 ContainerdConfigError = _parse.ContainerdConfigError
 Request = _parse.Request
@@ -31,17 +33,10 @@ def _plain(value):
 
 
 def _cri_runtimes(config: Mapping | None) -> tuple[dict, str | None]:
-    """(runtimes, default_runtime_name) of a parsed containerd config of any supported version, or ({}, None)."""
-    if not isinstance(config, Mapping):
-        return {}, None
-    version = config.get("version", 1)
-    if version not in CRI_TABLES:
-        return {}, None
-    paths = table_paths(version)
-    runtimes = config_merge.get_path(config, list(paths.runtimes), {})
-    default = config_merge.get_path(config, [*paths.containerd, "default_runtime_name"])
-    runtimes = _plain(runtimes) if isinstance(runtimes, Mapping) else {}
-    return runtimes, (_plain(default) if isinstance(_plain(default), str) and _plain(default) else None)
+    """(runtimes, default_runtime_name) of a parsed containerd config of any supported version, or ({}, None): as
+    the node reads it (containerd/tables.py cri_runtimes), plain values."""
+    runtimes, default = containerd_tables.cri_runtimes(config)
+    return {name: _plain(entry) for name, entry in runtimes.items()}, _plain(default)
 
 
 def _runtime_entry(name: str, sources) -> tuple[dict | None, str | None]:

@@ -12,25 +12,13 @@ from the file's own style).
 The logic lives in four parts, by subject, loaded here in order (each part reads the earlier ones' names);
 importers use this file's names only:
 
-- parse.py: constants, Request/Outcome, parsing, config versions;
+- parse.py: constants, Request/Outcome, parsing, a file's config version (the versions' facts: versions.py);
 - changes.py: the changes a request makes (runtime table, NVIDIA's default, options);
 - plans.py: the layout of new items, the in-place and drop-in plans;
 - reading.py: the daemon's reading (``config dump``) checked against the plan.
 
-Tables per config version (see shared REFERENCE.md):
-
-=======  ===========================================  ===============================  ==================
-version  CRI table (enable_cdi, cdi_spec_dirs)        runtimes / default_runtime_name  written by
-=======  ===========================================  ===============================  ==================
-1        ``plugins.cri``                              ``<cri>.containerd.runtimes`` /  containerd < 1.3
-                                                      ``<cri>.containerd``
-2        ``plugins."io.containerd.grpc.v1.cri"``      same, under the CRI table        containerd 1.3-1.7
-3        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.0-2.2
-4        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.3+
-=======  ===========================================  ===============================  ==================
-
-(written by: ``containerd config default``, cmd/containerd/command/config.go at v1.3.0 and v1.7.0 sets version 2;
-version/version.go ``ConfigVersion`` is 3 at v2.0.0 and v2.2.7, 4 at v2.3.0 and v2.3.4.)
+Tables per config version, and which containerd writes which: containerd/versions.py (CRI_TABLES and its
+docstring's table).
 
 A file without a ``version`` key is version 1; an empty file (nothing but
 comments and blank lines) counts as the version the node's containerd writes
@@ -64,13 +52,14 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd im
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import plans as _plans
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import reading as _reading
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
 
 # parse
 DEFAULT_PATH = _parse.DEFAULT_PATH
 DEFAULT_DROPIN_DIR = _parse.DEFAULT_DROPIN_DIR
 DEFAULT_RUNTIME_TYPE = _parse.DEFAULT_RUNTIME_TYPE
 SUPPORTED_VERSIONS = _parse.SUPPORTED_VERSIONS
-CRI_TABLES = _parse.CRI_TABLES
+CRI_TABLES = containerd_versions.CRI_TABLES
 SUPPORTED_TEXT = _parse.SUPPORTED_TEXT
 SERVICE_PLUGINS = _parse.SERVICE_PLUGINS
 DROPIN_MIN_CONTAINERD = _parse.DROPIN_MIN_CONTAINERD
@@ -84,7 +73,6 @@ parse_document = _parse.parse_document
 config_version = _parse.config_version
 table_paths = _parse.table_paths
 dotted_key = _parse.dotted_key
-parse_containerd_version = _parse.parse_containerd_version
 check_dropin_allowed = _parse.check_dropin_allowed
 empty_version_for = _parse.empty_version_for
 default_dropin_path = _parse.default_dropin_path
@@ -130,7 +118,6 @@ __all__ = [
     "dotted_key",
     "empty_version_for",
     "ensure_import",
-    "parse_containerd_version",
     "parse_document",
     "plan_dropin",
     "plan_inplace",

@@ -1,4 +1,4 @@
-"""containerd config.toml editing, part 1 of 4: constants, the request and outcome types, parsing, versions.
+"""containerd config.toml editing, part 1 of 4: constants, the request and outcome types, parsing, a file's version.
 
 CONTROLLER only, like every part: config.py (the entry point, which documents the tables per config
 version) imports the parts; the other parts read this one's names.
@@ -51,16 +51,10 @@ def require_tomlkit() -> None:
 DEFAULT_PATH = "/etc/containerd/config.toml"
 DEFAULT_DROPIN_DIR = "/etc/containerd/conf.d"
 DEFAULT_RUNTIME_TYPE = "io.containerd.runc.v2"
-SUPPORTED_VERSIONS = (1, 2, 3, 4)
-CRI_TABLES = {
-    1: ("plugins", "cri"),
-    2: ("plugins", "io.containerd.grpc.v1.cri"),
-    3: ("plugins", "io.containerd.cri.v1.runtime"),
-    4: ("plugins", "io.containerd.cri.v1.runtime"),  # same names as 3 (see the module docstring)
-}
-SUPPORTED_TEXT = (
-    "1 (no version key, containerd 1.x), 2 (containerd 1.x and 2.x), 3 (containerd 2.x) and 4 (containerd 2.3+)"
-)
+# The config versions and their tables: one table, containerd/versions.py (CRI_TABLES), read when used.
+CRI_TABLES = containerd_versions.CRI_TABLES
+SUPPORTED_VERSIONS = containerd_versions.supported_versions()  # as imported; the checks ask versions.py each time
+SUPPORTED_TEXT = containerd_versions.supported_text()
 # serviceMigrate (cmd/containerd/server/config/config.go, v2.3.4): the top-level tables of a file below version 4
 # that containerd reads as these plugins' tables instead
 SERVICE_PLUGINS = {
@@ -212,28 +206,29 @@ def config_version(doc, path: str, empty_version: int = 2) -> int:
     if "version" not in doc:
         return 1
     version = doc["version"].unwrap() if hasattr(doc["version"], "unwrap") else doc["version"]
-    supported = SUPPORTED_TEXT
+    supported = containerd_versions.supported_text()
     if isinstance(version, bool) or not isinstance(version, int):
         raise ContainerdConfigError(
             f"{path}: the top-level 'version' must be an integer, found {version!r}. "
             f"Supported config versions are {supported}; fix the 'version' line."
         )
-    if version not in SUPPORTED_VERSIONS:
+    if containerd_versions.cri_table(version) is None:
         raise ContainerdConfigError(
             f"{path} uses containerd config version {version}, which containerd_config does not support "
             f"(supported: {supported}). Its table layout is unknown to this action, so nothing was changed: "
-            "edit the file by hand, or add the version's table mapping to plugins/module_utils/containerd/config.py."
+            "edit the file by hand, or add the version's table to CRI_TABLES in "
+            "plugins/module_utils/containerd/versions.py."
         )
     return version
 
 
 def table_paths(version: int) -> TablePaths:
     """Key paths of the CRI table, its ``containerd`` table and the runtimes table for ``version``."""
-    if version not in CRI_TABLES:
+    cri = containerd_versions.cri_table(version)
+    if cri is None:
         raise ContainerdConfigError(
-            f"containerd config version {version} is not supported (supported: {SUPPORTED_TEXT})"
+            f"containerd config version {version} is not supported (supported: {containerd_versions.supported_text()})"
         )
-    cri = CRI_TABLES[version]
     return TablePaths(cri=cri, containerd=(*cri, "containerd"), runtimes=(*cri, "containerd", "runtimes"))
 
 
@@ -245,21 +240,6 @@ def dotted_key(path) -> str:
     return ".".join(
         key if _BARE_KEY.fullmatch(key) else '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"' for key in path
     )
-
-
-def parse_containerd_version(text: str | None) -> tuple[int, int, int] | None:
-    """Version of containerd from ``containerd --version`` output or a version string; None if none is found.
-
-    Understands e.g. ``containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3``,
-    ``containerd containerd.io 1.7.27 05044ec...``, ``... containerd/v2 v2.1.4 ...`` and ``2.0``.
-    """
-    if not text:
-        return None
-    for token in str(text).split():
-        match = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", token)
-        if match:
-            return int(match.group(1)), int(match.group(2)), int(match.group(3) or 0)
-    return None
 
 
 def check_dropin_allowed(containerd_version: tuple | None, path: str) -> None:

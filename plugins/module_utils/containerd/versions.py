@@ -1,10 +1,13 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
-"""containerd's config versions: which version a containerd writes, and the drop-in version rule.
+"""containerd's config versions: the CRI table of each, which version a containerd writes, the drop-in version rule,
+and containerd's own version as ``containerd --version`` prints it.
 
-One home for these facts, shared by the controller-side merge (containerd/config.py, on the controller) and the doctor
-on the node (gpu_validate_containerd, as module_utils.containerd.versions). Pure functions, standard
-library only, Python 3.8+.
+One home for these facts, shared by the controller-side merge (containerd/config.py and its parts), the node-side
+reader of containerd's configs (containerd/tables.py: the facts, the GPU-pods guard, the doctor) and the doctor's
+containerd rows (gpu_validate/containerd.py). A new config version is one entry in CRI_TABLES (and
+CONFIG_VERSION_NOTES, CONFIG_VERSION_SINCE when a containerd writes it) plus tests. Pure functions, standard library
+only, Python 3.8+.
 
 Facts (containerd v2.3.4, commit db8809540e1a7a9da5d518876894933ff55692ab, unless another tag is named):
 
@@ -22,6 +25,19 @@ Facts (containerd v2.3.4, commit db8809540e1a7a9da5d518876894933ff55692ab, unles
   the merged config took the higher version and the root file's tables were not migrated); reverted on main
   after v2.3.4 (commit a8ed546687310b39c3779a784333e5bad7e8b516, in no tag yet). So a drop-in never carries a
   higher version than the root file that imports it, as written on disk (never the dump's version).
+- The CRI plugin's table per config version (CRI_TABLES; shared REFERENCE.md):
+
+  =======  ===========================================  ===============================  ==================
+  version  CRI table (enable_cdi, cdi_spec_dirs)        runtimes / default_runtime_name  written by
+  =======  ===========================================  ===============================  ==================
+  1        ``plugins.cri``                              ``<cri>.containerd.runtimes`` /  containerd < 1.3
+                                                        ``<cri>.containerd``
+  2        ``plugins."io.containerd.grpc.v1.cri"``      same, under the CRI table        containerd 1.3-1.7
+  3        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.0-2.2
+  4        ``plugins."io.containerd.cri.v1.runtime"``   same, under the CRI table        containerd 2.3+
+  =======  ===========================================  ===============================  ==================
+
+  Version 4 keeps version 3's CRI table names (containerd/config.py's docstring says what it moves instead).
 - NVIDIA's toolkit up to 1.19.1 wrote its drop-in with the version ``config dump`` reports, so on containerd 2.3
   a version 2 root got a version 4 drop-in and the node went NotReady (NVIDIA/aicr#1688).
 """
@@ -31,12 +47,81 @@ from __future__ import annotations
 import posixpath
 import re
 
+# config version: the CRI plugin's table (key path) in a file of that version
+CRI_TABLES = {
+    1: ("plugins", "cri"),
+    2: ("plugins", "io.containerd.grpc.v1.cri"),
+    3: ("plugins", "io.containerd.cri.v1.runtime"),
+    4: ("plugins", "io.containerd.cri.v1.runtime"),  # same names as 3 (see the module docstring)
+}
+# config version: which containerd reads or writes it (messages; a version without a note is named alone)
+CONFIG_VERSION_NOTES = {
+    1: "no version key, containerd 1.x",
+    2: "containerd 1.x and 2.x",
+    3: "containerd 2.x",
+    4: "containerd 2.3+",
+}
 # (first containerd version, the config version it writes: `containerd config default`, an empty file)
 CONFIG_VERSION_SINCE = (((2, 3), 4), ((2, 0), 3), ((0, 0), 2))
 # the drop-in rule's first release (cmd/containerd/server/config/config.go, v2.3.0)
 DROPIN_RULE_SINCE = (2, 3)
 DROPIN_REFUSAL = re.compile(r"drop-in config version (\d+) higher than root config version (\d+)")
 AICR_1688 = "NVIDIA's toolkit <= 1.19.1 wrote such drop-ins from config dump's version (NVIDIA/aicr#1688)"
+
+
+def supported_versions() -> tuple:
+    """The config versions whose tables are known (CRI_TABLES), in order."""
+    return tuple(sorted(CRI_TABLES))
+
+
+def supported_text() -> str:
+    """The known config versions as a message names them: "1 (no version key, containerd 1.x), ... and 4 (...)"."""
+    named = [
+        f"{version} ({CONFIG_VERSION_NOTES[version]})" if version in CONFIG_VERSION_NOTES else str(version)
+        for version in supported_versions()
+    ]
+    return ", ".join(named[:-1]) + " and " + named[-1] if len(named) > 1 else "".join(named)
+
+
+def cri_table(version) -> tuple | None:
+    """The key path of the CRI plugin's table in a config file of ``version``; None for an unknown version."""
+    if isinstance(version, bool) or not isinstance(version, int):
+        return None
+    return CRI_TABLES.get(version)
+
+
+_VERSION_TOKEN = re.compile(r"v?(\d+\.\d+(?:\.\d+)*)(\S*)")
+
+
+def parse_containerd_version(text) -> tuple:
+    """(version, as printed) of containerd from ``containerd --version`` output or a version given alone; (None,
+    None) when there is none.
+
+    ``containerd --version`` prints "containerd <package> <version> <revision>": the package is
+    "github.com/containerd/containerd" (".../v2" from 2.0: not the version) from source builds and distributions,
+    "containerd.io" from Docker's packages; the version may carry a "v" and a distribution suffix
+    ("1.6.20~ds1" -> ("1.6.20", "1.6.20~ds1")). A version alone ("2.0", "v2.1.4") is read as such.
+    """
+    lines = str(text or "").splitlines()
+    candidates = [line.split()[1:] for line in lines if line.split()[:1] == ["containerd"]]
+    if len(lines) == 1 and len(lines[0].split()) == 1:
+        candidates.append(lines[0].split())
+    for tokens in candidates:
+        for token in tokens:
+            token = token.strip().rstrip(",;")
+            match = _VERSION_TOKEN.fullmatch(token)
+            if match:
+                return match.group(1), token[1:] if token.startswith("v") else token
+    return None, None
+
+
+def containerd_version_tuple(text) -> tuple | None:
+    """containerd's version (parse_containerd_version) as three numbers, (2, 0, 0) for "2.0"; None without one."""
+    version = parse_containerd_version(text)[0]
+    if version is None:
+        return None
+    numbers = tuple(int(part) for part in version.split(".")[:3])
+    return numbers + (0,) * (3 - len(numbers))
 
 
 def config_version_for(containerd_version) -> int:

@@ -33,9 +33,9 @@ import os
 import re
 import stat
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import TomlError, toml_tables
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.doors import string_list
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import Node, table_row, truthy
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.logic import TomlError, toml_tables
 
 NAME = "CDI spec"
 SPEC_SUFFIXES = (".json", ".yaml")

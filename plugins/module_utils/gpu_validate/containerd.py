@@ -14,6 +14,7 @@ import json
 import os
 import re
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import TomlError, toml_tables
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.versions import (
     AICR_1688,
     DROPIN_RULE_SINCE,
@@ -39,11 +40,7 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.
     truncate,
     truthy,
 )
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.logic import (
-    TomlError,
-    runtime_config,
-    toml_tables,
-)
+from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.logic import runtime_config
 from ansible_collections.gpunode.provisioning.plugins.module_utils.system.units import main_start_argv, main_start_us
 from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
 

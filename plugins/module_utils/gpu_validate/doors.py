@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import (
+    TomlError,
+    cri_runtimes,
+    toml_tables,
+)
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import (
     Node,
     table_row,
     truncate,
     truthy,
-)
-from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.logic import (
-    TomlError,
-    toml_tables,
 )
 from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes.gpu_pods import (
     CDI_PREFIXES_DEFAULT,
@@ -28,7 +29,10 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes.gp
     TOOLKIT_DEFAULTS,
     VOLUME_MOUNTS_KEY,
 )
-from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.runtime import config_read_by
+from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.runtime import (
+    cdi_annotation_prefixes,
+    config_read_by,
+)
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.runtime import describe as describe_entry
 
 # NVIDIA's runtime (toolkit 1.20, internal/config/image/cuda_image.go, CUDA.VisibleDevices) takes device requests
@@ -158,36 +162,20 @@ def _passes_prefix(pattern: str, prefix: str) -> bool:
     )
 
 
-def _runtime_tables(node, found: dict) -> None:
-    """Every `...runtimes.<name>` table of a containerd config dump (v1, v2 and v3 alike)."""
-    if not isinstance(node, dict):
-        return
-    runtimes = node.get("runtimes")
-    if isinstance(runtimes, dict) and all(isinstance(v, dict) for v in runtimes.values()):
-        found.update(runtimes)
-    for value in node.values():
-        _runtime_tables(value, found)
-
-
 def annotation_passthrough(dump_text, runtime_name: str) -> dict:
-    """pod_annotations and container_annotations of one runtime in `containerd config dump`."""
-    found: dict = {}
+    """pod_annotations and container_annotations of one runtime in `containerd config dump` (its CRI table,
+    containerd/tables.py cri_runtimes); {} when the dump is not TOML."""
     try:
-        _runtime_tables(toml_tables(str(dump_text or "")), found)
+        runtimes, _default = cri_runtimes(toml_tables(dump_text))
     except TomlError:
         return {}
-    entry = found.get(runtime_name) or {}
+    entry = runtimes.get(runtime_name) or {}
     return {key: string_list(entry.get(key)) for key in ("pod_annotations", "container_annotations")}
 
 
 def string_list(value) -> list:
-    """A TOML array of strings; the text of one when the node's fallback TOML reader (Python < 3.11) kept it as
-    text (containerd 2.x dumps ['literal', 'strings'])."""
-    if isinstance(value, list):
-        return [str(v) for v in value]
-    if isinstance(value, str) and value.strip().startswith("["):
-        return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value)]
-    return []
+    """The strings of a TOML array (containerd 2.x dumps ['literal', 'strings']); [] for anything else."""
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def check_doors(params: dict, node: dict, host: Node, toolkit_installed: bool, containerd, crio=None) -> list:
@@ -286,10 +274,8 @@ def entry_row(params: dict, entry: dict, host: Node) -> dict:
 def _annotation_prefixes(toolkit_text) -> list:
     """The prefixes of OCI annotations NVIDIA's runtime reads CDI device requests from (its default when
     config.toml names none)."""
-    config, _error = _toolkit_config(toolkit_text)
-    cdi = ((config.get("nvidia-container-runtime") or {}).get("modes") or {}).get("cdi") or {}
-    prefixes = cdi.get("annotation-prefixes", CDI_PREFIXES_DEFAULT)
-    return string_list(prefixes) if isinstance(prefixes, (list, str)) else list(CDI_PREFIXES_DEFAULT)
+    prefixes = cdi_annotation_prefixes(toolkit_text)
+    return list(CDI_PREFIXES_DEFAULT) if prefixes is None else prefixes
 
 
 def _no_prefix_text(prefixes: list) -> str:

@@ -4,13 +4,12 @@
 
 The node-side module gpu_validate_checks imports this file as module_utils.gpu_validate.logic;
 the role's filters (plugins/filter/validate.py) import it and expose the same functions as
-filters. Stdlib only, Python 3.8+ (the node's python3), so no tomllib and no PyYAML here:
+filters. Stdlib only, Python 3.8+ (the node's python3), so no PyYAML here:
 
 `runtime_config(text)`
-    The runtimes a `containerd config dump` or `crio config` lists and the default runtime.
-    tomllib where the python has it (3.11+), else a reader of the TOML that those dumps are made of
-    (tables, `key = value`, strings, numbers, booleans, arrays); a regex over the table headers for
-    text that is not TOML (log lines around it).
+    The runtimes a `containerd config dump` or `crio config` lists and the default runtime, read by the
+    node-side TOML reader of containerd/tables.py (tomllib where the python has it); lines around the
+    TOML (log lines) are left out.
 
 `json_problem(text)`
     Why a text is not a JSON object (a seccomp profile), or "" when it is one.
@@ -28,6 +27,13 @@ from __future__ import annotations
 import json
 import re
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import (
+    TomlError,
+    cri_config,
+    crio_config,
+    toml_tables,
+    toml_tables_around,
+)
 from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
 
 try:
@@ -35,189 +41,7 @@ try:
 except ImportError:  # pragma: no cover - Python 2 is no target
     Mapping = dict
 
-try:
-    import tomllib
-except ImportError:  # Python < 3.11: the node's python3 on Debian 11/12, Ubuntu 22.04, EL 9
-    tomllib = None
-
-
 # --- runtime configuration dumps ---------------------------------------------------------------
-
-_HEADER_RUNTIME = re.compile(r"""^\s*\[[^\]]*\bruntimes\.(?:"([^"]+)"|'([^']+)'|([A-Za-z0-9_-]+))\]\s*$""", re.M)
-_DEFAULT_RUNTIME = re.compile(r"""^\s*default_runtime(?:_name)?\s*=\s*["']([^"']*)["']""", re.M)
-_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-
-
-class TomlError(ValueError):
-    """The text is not TOML that the small reader understands."""
-
-
-def _toml_key(text: str) -> tuple:
-    """A dotted key (a.'b.c'."d") as its parts."""
-    parts, pos, text = [], 0, text.strip()
-    while True:
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos < len(text) and text[pos] in "\"'":
-            quote = text[pos]
-            end = text.find(quote, pos + 1)
-            if end < 0:
-                raise TomlError(f"unterminated key: {text}")
-            raw = text[pos + 1 : end]
-            parts.append(json.loads(f'"{raw}"') if quote == '"' else raw)
-            pos = end + 1
-        else:
-            match = _BARE_KEY.match(text, pos)
-            if not match:
-                raise TomlError(f"bad key: {text}")
-            parts.append(match.group(0))
-            pos = match.end()
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos == len(text):
-            return tuple(parts)
-        if text[pos] != ".":
-            raise TomlError(f"bad key: {text}")
-        pos += 1
-
-
-def _split_value(line: str) -> tuple:
-    """(key part, value part) of `key = value`, the `=` outside quotes."""
-    quote = None
-    for index, char in enumerate(line):
-        if quote:
-            if char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "=":
-            return line[:index], line[index + 1 :].strip()
-    raise TomlError(f"not a key = value line: {line}")
-
-
-def _balanced(text: str) -> bool:
-    """Whether the brackets of an array or inline table are closed (strings and comments skipped)."""
-    depth, quote, index = 0, None, 0
-    while index < len(text):
-        char = text[index]
-        if quote:
-            if char == "\\" and quote == '"':
-                index += 1
-            elif char == quote:
-                quote = None
-        elif char in "\"'":
-            quote = char
-        elif char == "#":
-            while index < len(text) and text[index] != "\n":
-                index += 1
-            continue
-        elif char in "[{":
-            depth += 1
-        elif char in "]}":
-            depth -= 1
-        index += 1
-    return depth <= 0
-
-
-def _nothing_after(rest: str, text: str) -> None:
-    """Only a comment may follow a value."""
-    rest = rest.strip()
-    if rest and not rest.startswith("#"):
-        raise TomlError(f"text after the value: {text}")
-
-
-def _scalar(text: str):
-    """A TOML value: strings, booleans and numbers as such; arrays and inline tables as their text."""
-    text = text.strip()
-    if text.startswith('"'):
-        end = 1
-        while end < len(text) and text[end] != '"':
-            end += 2 if text[end] == "\\" else 1
-        if end >= len(text):
-            raise TomlError(f"unterminated string: {text}")
-        _nothing_after(text[end + 1 :], text)
-        return json.loads(text[: end + 1])
-    if text.startswith("'"):
-        end = text.find("'", 1)
-        if end < 0:
-            raise TomlError(f"unterminated string: {text}")
-        _nothing_after(text[end + 1 :], text)
-        return text[1:end]
-    value = text.split("#", 1)[0].strip()
-    if value in ("true", "false"):
-        return value == "true"
-    if re.fullmatch(r"[+-]?\d[\d_]*", value):
-        return int(value.replace("_", ""))
-    if value.startswith(("[", "{")):
-        return value
-    try:
-        return float(value)
-    except ValueError:
-        raise TomlError(f"value not understood: {text}") from None
-
-
-def toml_tables(text: str) -> dict:
-    """The nested tables of a configuration dump (see the module docstring); raises TomlError."""
-    if tomllib is not None:
-        try:
-            return tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise TomlError(str(exc)) from None
-    doc: dict = {}
-    table = doc
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        line = lines[index].strip()
-        index += 1
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("["):
-            array = line.startswith("[[")
-            inner = line[2:] if array else line[1:]
-            close = inner.rfind("]]" if array else "]")
-            if close < 0 or inner[close + (2 if array else 1) :].split("#", 1)[0].strip():
-                raise TomlError(f"bad table header: {line}")
-            table = doc
-            for part in _toml_key(inner[:close]):
-                table = table.setdefault(part, {})
-                if not isinstance(table, dict):
-                    raise TomlError(f"table {line} redefines a value")
-            continue
-        key, value = _split_value(line)
-        if value.startswith('"""') or value.startswith("'''"):
-            fence = value[:3]
-            while value.count(fence) < 2 and index < len(lines):
-                value += "\n" + lines[index]
-                index += 1
-            if value.count(fence) < 2:
-                raise TomlError(f"unterminated multi-line string: {line}")
-            parsed = value[3 : value.index(fence, 3)]
-        else:
-            while value[:1] in "[{" and not _balanced(value) and index < len(lines):
-                value += "\n" + lines[index]
-                index += 1
-            parsed = _scalar(value)
-        parts = _toml_key(key)
-        target = table
-        for part in parts[:-1]:
-            target = target.setdefault(part, {})
-        target[parts[-1]] = parsed
-    return doc
-
-
-def _walk_runtimes(node, found: dict, defaults: list) -> None:
-    if not isinstance(node, Mapping):
-        return
-    runtimes = node.get("runtimes")
-    if isinstance(runtimes, Mapping) and all(isinstance(v, Mapping) for v in runtimes.values()):
-        found.update((str(name), entry) for name, entry in runtimes.items())
-        for key in ("default_runtime_name", "default_runtime"):
-            if isinstance(node.get(key), str) and node[key]:
-                defaults.append(node[key])
-                break
-    for value in node.values():
-        _walk_runtimes(value, found, defaults)
 
 
 def _runtime_entry(entry) -> dict:
@@ -231,28 +55,26 @@ def _runtime_entry(entry) -> dict:
 
 
 def runtime_config(text) -> dict:
-    """Runtimes and the default runtime of a containerd or CRI-O configuration dump.
+    """Runtimes and the default runtime of a containerd or CRI-O configuration dump, as the runtime reads them
+    (containerd/tables.py): containerd's CRI table of the dump's config version (cri_config), CRI-O's
+    [crio.runtime] (crio_config).
 
-    containerd: every `...containerd.runtimes.<name>` table and `default_runtime_name` next to it
-    (config v1, v2 and v3 alike). CRI-O: `crio.runtime.runtimes.<name>` and `crio.runtime.default_runtime`.
-    Returns {"runtimes": [names, sorted], "default": name or None, "parsed": True when the text was TOML,
-    "default_entry": {"runtime_type", "binary"} of the default runtime's table (runc's when no default is
-    named: the CRI plugin's and CRI-O's own default), empty strings where the dump does not say}.
+    Returns {"runtimes": [names, sorted], "default": name or None, "parsed": True when the text was TOML (False:
+    lines around it were left out, toml_tables_around; nothing read when even that fails), "default_entry":
+    {"runtime_type", "binary"} of the default runtime's table (runc's when no default is named: the CRI plugin's
+    and CRI-O's own default), empty strings where the dump does not say}.
     """
-    text = str(text or "")
-    found: dict = {}
-    defaults: list = []
+    parsed = True
     try:
-        _walk_runtimes(toml_tables(text), found, defaults)
-        parsed = True
+        tree = toml_tables(text)
     except TomlError:
-        # Log lines or a tool's oddities around the TOML: read the table headers and the key instead.
         parsed = False
-        found, defaults = {}, []
-        for match in _HEADER_RUNTIME.finditer(text):
-            found[next(g for g in match.groups() if g)] = {}
-        defaults.extend(m.group(1) for m in _DEFAULT_RUNTIME.finditer(text) if m.group(1))
-    default = defaults[0] if defaults else None
+        try:
+            tree = toml_tables_around(text)[0]
+        except TomlError:
+            tree = {}
+    config = crio_config(tree) if isinstance(tree.get("crio"), Mapping) else cri_config(tree)
+    found, default = config["runtimes"], config["default"]
     return {
         "runtimes": sorted(found),
         "default": default,

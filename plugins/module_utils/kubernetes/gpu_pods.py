@@ -4,7 +4,8 @@
 
 Shared by the node-side modules gpu_node_facts (the read) and gpu_validate_checks (the doctor's
 "device plugin vs node" row), and by the controller-side filter gpu_pods_guard (the refusal before any
-change). Stdlib only, Python 3.8+ (no tomllib, no PyYAML): the files are read with anchored regexes.
+change). Stdlib only, Python 3.8+ (no PyYAML): the runtimes' TOML configs are read by containerd/tables.py,
+the device plugin's files with anchored regexes.
 
 NVIDIA's device plugin, as its upstream sources define it (checked in NVIDIA/k8s-device-plugin at
 1b826ac and NVIDIA/gpu-operator at a22dbf6):
@@ -58,7 +59,6 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.runtim
     is_nvidia_entry,
     nvidia_binaries,
     nvidia_runtime_facts,
-    runtime_binaries,
     toolkit_config_facts,
 )
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.runtime import describe as describe_entry

@@ -12,6 +12,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.versions import parse_containerd_version
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import (
     command_output,
     executable,
@@ -19,7 +20,6 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.ho
     rooted,
     unit_states,
 )
-from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.runtimes import parse_containerd_version
 
 if TYPE_CHECKING:  # annotations only
     from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import RunCommand, Which

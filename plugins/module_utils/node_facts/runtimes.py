@@ -12,6 +12,7 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.versions import parse_containerd_version
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import (
     command_output,
     parse_version_token,
@@ -34,22 +35,6 @@ def parse_docker_version(text: str | None) -> tuple[str | None, str | None]:
     """`dockerd --version`: "Docker version 20.10.24+dfsg1, build 297e128"."""
     match = re.search(r"Docker version\s+(\S+)", text or "")
     return parse_version_token(match.group(1)) if match else (None, None)
-
-
-def parse_containerd_version(text: str | None) -> tuple[str | None, str | None]:
-    """`containerd --version`: "containerd <package> <version> <revision>".
-
-    The package is "github.com/containerd/containerd" (or ".../v2") from source builds and distributions,
-    "containerd.io" from Docker's packages; the version may carry a "v" and a distribution suffix.
-    """
-    for line in (text or "").splitlines():
-        tokens = line.split()
-        if len(tokens) >= 3 and tokens[0] == "containerd":
-            for token in tokens[1:]:
-                version = parse_version_token(token)
-                if version[0]:
-                    return version
-    return None, None
 
 
 def parse_crio_version(text: str | None) -> tuple[str | None, str | None]:

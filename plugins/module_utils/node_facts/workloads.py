@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """Workload facts: what GPU pods have now, which a change must not take away (DESIGN.md, "Never take away what
 runs"): the device plugin, the processes that use GPUs, each installed runtime's default runtime and CDI, and the
-NVIDIA runtime's config. The readers of the runtimes' configs are in gpu_pods.py (the doctor uses them too).
+NVIDIA runtime's config. The runtimes' configs are read by nvidia/runtime.py (re-exported by gpu_pods.py) through
+containerd/tables.py, the reader the doctor uses too.
 
 Part of gpu_node_facts (plugins/modules/gpu_node_facts.py). Stdlib only, Python 3.8+.
 """
@@ -10,9 +11,11 @@ Part of gpu_node_facts (plugins/modules/gpu_node_facts.py). Stdlib only, Python 
 from __future__ import annotations
 
 import glob
-import re
+import os
 from typing import TYPE_CHECKING
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import read_tables
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.versions import load_order
 from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes.gpu_pods import (
     containerd_runtime_state,
     crio_runtime_state,
@@ -41,13 +44,20 @@ DOCKER_DAEMON_JSON = "/etc/docker/daemon.json"
 
 
 def _containerd_texts(root: str) -> list:
-    """config.toml and the files its `imports` name, in the order containerd reads them."""
-    text = read_text(rooted(root, CONTAINERD_CONFIG))
-    texts = [text]
-    match = re.search(r"^[ \t]*imports[ \t]*=[ \t]*\[([^\]]*)\]", text or "", re.MULTILINE)
-    for pattern in re.findall(r"""["']([^"']+)["']""", match.group(1) if match else ""):
-        texts += [read_text(path) for path in sorted(glob.glob(rooted(root, pattern)))]
-    return texts
+    """config.toml and the files its `imports` name, in the order containerd reads them (containerd_versions.
+    load_order: an entry relative to the importing file's directory, a pattern globbed, imports of imports, each
+    file once); None for a file that cannot be read."""
+    texts = {}
+
+    def read_parsed(path):
+        texts[path] = read_text(rooted(root, path))
+        return read_tables(texts[path])[0] if texts[path] else None
+
+    def node_glob(pattern):
+        top = rooted(root, "/")
+        return sorted("/" + os.path.relpath(found, top) for found in glob.glob(rooted(root, pattern)))
+
+    return [texts[path] for path, _parsed in load_order(CONTAINERD_CONFIG, read_parsed, node_glob)]
 
 
 def runtime_defaults(root: str, services: dict, run_command: RunCommand | None, installer: dict | None = None) -> dict:

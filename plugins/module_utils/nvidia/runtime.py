@@ -48,6 +48,13 @@ import posixpath
 import re
 from collections.abc import Mapping
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import (
+    cri_config,
+    crio_config,
+    get_path,
+    read_tables,
+)
+
 RUNTIME_BINARY = "nvidia-container-runtime"
 MODES = ("cdi", "legacy")
 BINARIES = frozenset([RUNTIME_BINARY] + [f"{RUNTIME_BINARY}.{mode}" for mode in MODES])
@@ -264,33 +271,23 @@ def rooted(root: str, path: str) -> str:
     return os.path.join(root, path.lstrip("/")) if root not in ("", "/") else path
 
 
-def _top_level(text: str) -> str:
-    """The part of a TOML text before its first table header."""
-    match = re.search(r"^\s*\[", text, re.MULTILINE)
-    return text[: match.start()] if match else text
-
-
 def cdi_annotation_prefixes(text) -> list | None:
-    """annotation-prefixes of config.toml's [nvidia-container-runtime.modes.cdi] table (None when unset)."""
-    header = re.search(rf"^[ \t]*\[[ \t]*{re.escape(CDI_TABLE)}[ \t]*\][ \t]*(#.*)?$", text or "", re.MULTILINE)
-    if header is None:
-        return None
-    body = _top_level(text[header.end() :])
-    value = re.search(rf"^[ \t]*{re.escape(CDI_PREFIXES_KEY)}[ \t]*=[ \t]*\[(.*?)\]", body, re.MULTILINE | re.DOTALL)
-    if value is None:
-        return None
-    return [d if d else s for d, s in re.findall(r'"((?:[^"\\]|\\.)*)"|\'([^\']*)\'', value.group(1))]
+    """annotation-prefixes of config.toml's [nvidia-container-runtime.modes.cdi] table (None when unset or when the
+    text is not TOML)."""
+    value = get_path(read_tables(text)[0], (*CDI_TABLE.split("."), CDI_PREFIXES_KEY)) if text else None
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else None
 
 
 def toolkit_config_facts(root: str, path: str | None) -> dict:
     """The two keys of the toolkit's config.toml at `path` (below `root`; None: no file known) and its CDI
-    annotation prefixes as the file sets them (null when unset) and as they act (the toolkit's defaults for unset
-    keys). The path's one home is __gpu_node_facts_toolkit_config (roles/gpu_node_facts/vars/main.yml)."""
+    annotation prefixes as the file sets them (null when unset, or when the file is not TOML) and as they act (the
+    toolkit's defaults for unset keys). The path's one home is __gpu_node_facts_toolkit_config
+    (roles/gpu_node_facts/vars/main.yml)."""
     text = read_file(rooted(root, path)) if path else None
+    tree = read_tables(text)[0] if text else {}
     facts = {"path": path, "exists": text is not None}
     for key, name in ((ENVVAR_KEY, "accept_envvar_when_unprivileged"), (VOLUME_MOUNTS_KEY, "accept_volume_mounts")):
-        match = re.search(rf"^[ \t]*{re.escape(key)}[ \t]*=[ \t]*(true|false)\b", _top_level(text or ""), re.MULTILINE)
-        value = None if match is None else match.group(1) == "true"
+        value = tree.get(key) if isinstance(tree.get(key), bool) else None
         facts[name] = value
         facts[name + "_effective"] = TOOLKIT_DEFAULTS[key] if value is None else value
     prefixes = cdi_annotation_prefixes(text)
@@ -331,51 +328,20 @@ def nvidia_runtime_facts(root: str, runtime_defaults: dict, own_config: str | No
     return entries
 
 
-# The runtimes' config files as the facts read their entries (moved from gpu_pods.py, which re-exports them).
-def _last_string(pattern: str, texts) -> str | None:
-    value = None
-    for text in texts:
-        for match in re.finditer(pattern, text or "", re.MULTILINE):
-            value = match.group(1)
-    return value
+# The runtimes' config files as the facts read their entries, through the one reader of containerd's (and CRI-O's)
+# TOML (containerd/tables.py): the CRI table of each file's config version, CRI-O's [crio.runtime].
+def _parsed(texts) -> list:
+    """The parsed texts, in order; a text that is not TOML adds nothing (its runtime cannot read it either)."""
+    return [read_tables(text)[0] for text in texts if text]
 
 
-_TABLE_HEADER = re.compile(r"^[ \t]*\[(?!\[)([^\]\n]*)\][ \t]*(?:#.*)?$", re.MULTILINE)
-_KEY_PART = re.compile(r"""[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)'|([A-Za-z0-9_-]+))[ \t]*(?:\.|$)""")
-_STRING_VALUE = re.compile(r"""^[ \t]*([^=#\n]+?)[ \t]*=[ \t]*(?:"((?:[^"\\]|\\.)*)"|'([^']*)')""", re.MULTILINE)
-
-
-def _key_parts(key: str) -> tuple:
-    """The parts of a TOML dotted key (a."b.c".'d'); () when it is no key."""
-    parts, pos = [], 0
-    while pos < len(key):
-        match = _KEY_PART.match(key, pos)
-        if match is None or match.end() == pos:
-            return ()
-        parts.append(next(group for group in match.groups() if group is not None))
-        pos = match.end()
-    return tuple(parts)
-
-
-def runtime_binaries(kind: str, texts) -> dict:
-    """{runtime name: binary} from TOML texts (read in order, later wins): containerd's
-    `...runtimes.<name>.options.BinaryName` (any spelling of the key), CRI-O's
-    `crio.runtime.runtimes.<name>.runtime_path`, as standard tables or dotted keys."""
+def _binaries(kind: str, runtimes) -> dict:
+    """{name: binary} of the runtime tables that name their binary (entry_binary)."""
     found = {}
-    for text in texts:
-        if not text:
-            continue
-        sections = [((), 0)] + [(_key_parts(m.group(1)), m.end()) for m in _TABLE_HEADER.finditer(text)]
-        ends = [m.start() for m in _TABLE_HEADER.finditer(text)] + [len(text)]
-        for (table, start), end in zip(sections, ends):
-            for match in _STRING_VALUE.finditer(text[start:end]):
-                path = table + _key_parts(match.group(1))
-                value = match.group(2) if match.group(2) is not None else match.group(3)
-                if kind == "containerd" and len(path) >= 4 and path[-1].lower() == "binaryname":
-                    if path[-2] == "options" and path[-4] == "runtimes":
-                        found[path[-3]] = value
-                elif kind == "crio" and len(path) >= 3 and path[-1] == "runtime_path" and path[-3] == "runtimes":
-                    found[path[-2]] = value
+    for name, entry in runtimes.items():
+        binary = entry_binary(kind, entry)
+        if binary:
+            found[name] = binary
     return found
 
 
@@ -391,24 +357,33 @@ def _with_binary(state: dict, binaries: dict, name: str = "nvidia") -> dict:
 
 
 def containerd_runtime_state(texts, version: str | None) -> dict:
-    """{default, cdi, default_binary, default_nvidia} from containerd config texts (config.toml and its imports in
-    order, or one `containerd config dump`): default_runtime_name (containerd's default runc), enable_cdi (default
-    false before 2.0, true from 2.0; REFERENCE.md), the default entry's BinaryName and whether it is NVIDIA's
-    runtime."""
-    texts = [text for text in texts if text]
-    default = _last_string(r"""^[ \t]*default_runtime_name[ \t]*=[ \t]*["']([^"']*)["']""", texts)
-    cdi = _last_string(r"^[ \t]*enable_cdi[ \t]*=[ \t]*(true|false)\b", texts)
+    """{default, cdi, default_binary, default_nvidia, nvidia_entries} from containerd config texts (config.toml and
+    its imports in containerd's order, or one `containerd config dump`; later wins), each read in its CRI table
+    (containerd/tables.py cri_config): default_runtime_name (containerd's default runc),
+    enable_cdi (default false before 2.0, true from 2.0; REFERENCE.md), the default entry's BinaryName and whether it
+    is NVIDIA's runtime."""
+    default, cdi, binaries = None, None, {}
+    for tree in _parsed(texts):
+        config = cri_config(tree)
+        default = config["default"] or default
+        cdi = cdi if config["enable_cdi"] is None else config["enable_cdi"]
+        binaries.update(_binaries("containerd", config["runtimes"]))
     major = int(re.match(r"\d+", version or "0").group(0))
-    state = {"default": default or "runc", "cdi": (cdi == "true") if cdi is not None else major >= 2}
-    return _with_binary(state, runtime_binaries("containerd", texts))
+    state = {"default": default or "runc", "cdi": cdi if cdi is not None else major >= 2}
+    return _with_binary(state, binaries)
 
 
 def crio_runtime_state(texts) -> dict:
-    """{default, cdi, default_binary, default_nvidia} of CRI-O: [crio.runtime] default_runtime (crun from 1.31, runc
-    before: an unset value is reported as null); CDI is always on in CRI-O."""
-    texts = [text for text in texts if text]
-    default = _last_string(r"""^[ \t]*default_runtime[ \t]*=[ \t]*["']([^"']*)["']""", texts)
-    return _with_binary({"default": default or None, "cdi": True}, runtime_binaries("crio", texts))
+    """{default, cdi, default_binary, default_nvidia, nvidia_entries} of CRI-O from crio.conf and its drop-ins (in
+    order, later wins; containerd/tables.py crio_config): [crio.runtime] default_runtime (crun from 1.31, runc before:
+    an unset value is reported as null) and the runtime_path of each [crio.runtime.runtimes.<name>]; CDI is always on
+    in CRI-O."""
+    default, binaries = None, {}
+    for tree in _parsed(texts):
+        config = crio_config(tree)
+        default = config["default"] or default
+        binaries.update(_binaries("crio", config["runtimes"]))
+    return _with_binary({"default": default, "cdi": True}, binaries)
 
 
 def docker_runtime_state(text) -> dict:
