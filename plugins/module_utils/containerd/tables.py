@@ -486,8 +486,9 @@ def cri_config(tree) -> dict:
     version move to the newer name unless the newer table is there (checked with containerd 2.3.4: a version 2
     file with io.containerd.cri.v1.runtime tables, or with those and io.containerd.grpc.v1.cri ones, is read from
     io.containerd.cri.v1.runtime; a file without a version key with io.containerd.grpc.v1.cri tables from those).
-    containerd 1.x knows no io.containerd.cri.v1.runtime: a file of its that holds one is read from it all the same
-    (as the regexes before did), erring towards seeing NVIDIA's runtime where it may not run.
+    Where containerd reads less, this reads more, as the regexes before it did, erring towards seeing NVIDIA's
+    runtime where it may not run: containerd 1.x knows no io.containerd.cri.v1.runtime, and 2.3 ignores a version 4
+    file's io.containerd.grpc.v1.cri tables and a version 2 or later file's plugins.cri.
 
     {"version": the file's config version (config_version), "table": the key path read (None: the text holds no
     CRI table), "runtimes": {name: table}, "default": default_runtime_name (None: unset), "enable_cdi": True, False
@@ -512,12 +513,6 @@ def cri_runtimes(tree) -> tuple:
     """(runtimes, default_runtime_name) of a parsed containerd config (cri_config); ({}, None) without a CRI table."""
     config = cri_config(tree)
     return config["runtimes"], config["default"]
-
-
-def imports_of(tree) -> list:
-    """The ``imports`` entries of a parsed containerd config (strings; containerd_versions.resolve_imports)."""
-    imports = tree.get("imports") if isinstance(tree, Mapping) else None
-    return [entry for entry in imports if isinstance(entry, str)] if isinstance(imports, list) else []
 
 
 # --- CRI-O's config ----------------------------------------------------------------------------------------------

@@ -33,7 +33,11 @@ import os
 import re
 import stat
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import TomlError, toml_tables
+from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.tables import (
+    TomlError,
+    cri_config,
+    toml_tables,
+)
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.doors import string_list
 from ansible_collections.gpunode.provisioning.plugins.module_utils.gpu_validate.host import Node, table_row, truthy
 
@@ -311,16 +315,12 @@ def cdi_spec_dirs(text) -> list:
 
 
 def cdi_enabled(text):
-    """enable_cdi of a runtime's TOML config dump (containerd's CRI plugin): True, False, or None when the dump names
-    none (a containerd before 1.7, or no dump)."""
+    """enable_cdi of a runtime's TOML config dump (containerd's CRI table, containerd/tables.py cri_config): True,
+    False, or None when the dump names none (a containerd before 1.7, or no dump)."""
     try:
-        tree = toml_tables(str(text or ""))
+        return cri_config(toml_tables(text))["enable_cdi"]
     except TomlError:
         return None
-    values = _find_key(tree, "enable_cdi")
-    if not values:
-        return None
-    return all(v is True or str(v).strip().lower() == "true" for v in values)
 
 
 def spec_dirs(params: dict, host: Node, containerd=None, crio=None) -> list:
