@@ -47,6 +47,8 @@ from __future__ import annotations
 import posixpath
 import re
 
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
+
 # config version: the CRI plugin's table (key path) in a file of that version
 CRI_TABLES = {
     1: ("plugins", "cri"),
@@ -117,11 +119,8 @@ def parse_containerd_version(text) -> tuple:
 
 def containerd_version_tuple(text) -> tuple | None:
     """containerd's version (parse_containerd_version) as three numbers, (2, 0, 0) for "2.0"; None without one."""
-    version = parse_containerd_version(text)[0]
-    if version is None:
-        return None
-    numbers = tuple(int(part) for part in version.split(".")[:3])
-    return numbers + (0,) * (3 - len(numbers))
+    numbers = version_tuple(parse_containerd_version(text)[0])
+    return None if numbers is None else (*numbers, 0, 0)[:3]
 
 
 def config_version_for(containerd_version) -> int:

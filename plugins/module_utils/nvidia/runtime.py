@@ -243,7 +243,8 @@ def describe(name, binary) -> str:
     return f"{name} ({binary})" if binary else str(name)
 
 
-# The toolkit's config.toml as the doctor and the guards read it (moved from gpu_pods.py, which re-exports it).
+# The toolkit's config.toml as the doctor and the guards read it (moved from gpu_pods.py, which re-exports it), through
+# the same reader (containerd/tables.py).
 ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
 VOLUME_MOUNTS_KEY = "accept-nvidia-visible-devices-as-volume-mounts"
 # The toolkit's own defaults for the two keys (REFERENCE.md).
@@ -329,7 +330,7 @@ def nvidia_runtime_facts(root: str, runtime_defaults: dict, own_config: str | No
 
 
 # The runtimes' config files as the facts read their entries, through the one reader of containerd's (and CRI-O's)
-# TOML (containerd/tables.py): the CRI table of each file's config version, CRI-O's [crio.runtime].
+# TOML (containerd/tables.py): each file's CRI table (cri_config), CRI-O's [crio.runtime] (crio_config).
 def _parsed(texts) -> list:
     """The parsed texts, in order; a text that is not TOML adds nothing (its runtime cannot read it either)."""
     return [read_tables(text)[0] for text in texts if text]
