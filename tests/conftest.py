@@ -108,3 +108,11 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("why it failed")
         for nodeid, why in _WHY.items():
             terminalreporter.write_line(why if why.startswith("molecule ") else f"{nodeid}: {why}")
+
+
+def pytest_configure(config):
+    """Once a test command (not in each xdist worker): the payload cache's keys no run used for days go."""
+    if not hasattr(config, "workerinput"):
+        from tests import payload_cache
+
+        payload_cache.prune()

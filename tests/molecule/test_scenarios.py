@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import payload_cache
 from tests.failure_reason import molecule_failure
 from tests.lanes import APT_SLOT_FIRST, scenario_group
 
@@ -43,6 +44,7 @@ def test_molecule_scenario(scenario):
     LOGS.mkdir(exist_ok=True)
     log = LOGS / f"molecule-{scenario}.log"
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = payload_cache.environment(env)  # TEST HARNESS: the runs share their module payloads
     env["GPUNODE_APT_SLOT_FIRST"] = str(APT_SLOT_FIRST[scenario_group(scenario)])
     env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     env["PY_COLORS"] = "0"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from ansible.plugins.loader import init_plugin_loader
 
+from tests import payload_cache
 from tests.doctor_params import shared_doctor_params, shared_values
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,10 +192,13 @@ def upstream_dir() -> Path:
 def module_payloads_compiled_once(tmp_path_factory):
     """The playbooks these tests run against this machine (ansible-playbook, ansible-doc and the modules they start)
     get the TEST HARNESS compile cache of molecule's nodes through tests/unit/bytecode_site/sitecustomize.py, one
-    cache for the session: each task's module compiled Ansible's module_utils again otherwise."""
+    cache for the session: each task's module compiled Ansible's module_utils again otherwise; and the TEST HARNESS
+    payload cache (tests/payload_cache.py): each run built each module's payload again otherwise."""
     site = [ROOT / "tests" / "unit" / "bytecode_site", ROOT / "molecule" / "resources" / "bytecode_cache"]
+    env = payload_cache.environment(dict(os.environ), [*site, payload_cache.SITE])
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join([*map(str, site), *filter(None, [os.environ.get("PYTHONPATH")])]))
+        patch.setenv("PYTHONPATH", env["PYTHONPATH"])
+        patch.setenv(payload_cache.VARIABLE, env[payload_cache.VARIABLE])
         patch.setenv("GPUNODE_BYTECODE_CACHE", str(tmp_path_factory.getbasetemp() / "bytecode-cache"))
         yield
 
