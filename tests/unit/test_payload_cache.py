@@ -16,7 +16,7 @@ from conftest import ROOT
 from tests import payload_cache
 
 sys.path.insert(0, str(payload_cache.SITE))
-import gpunode_payload_cache  # noqa: E402 (the harness module, from its own directory)
+import gpunode_payload_cache  # the harness module, from its own directory
 
 ANSIBLE = Path(sys.executable).parent / "ansible"
 CREATED = "ANSIBALLZ: Creating module"
@@ -30,9 +30,12 @@ def _adhoc(tmp_path: Path, env: dict) -> str:
     flags.write_text('KUBELET_EXTRA_ARGS="--v=2"\n')
     env = {**env, "ANSIBLE_DEBUG": "1", "ANSIBLE_LOCAL_TEMP": str(tmp_path / "local")}
     result = subprocess.run(
-        [str(ANSIBLE), "localhost", "-i", "localhost,", "-c", "local", "--check"]
-        + ["-e", f"ansible_python_interpreter={sys.executable}"]
-        + ["-m", "gpunode.provisioning.kubelet_flags", "-a", f"path={flags} flags={{}}"],
+        [
+            str(ANSIBLE),
+            *("localhost", "-i", "localhost,", "-c", "local", "--check"),
+            *("-e", f"ansible_python_interpreter={sys.executable}"),
+            *("-m", "gpunode.provisioning.kubelet_flags", "-a", f"path={flags} flags={{}}"),
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,
