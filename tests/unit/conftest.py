@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COLLECTIONS = ROOT / "collections"
 PACKAGE = "ansible_collections.gpunode.provisioning"
 # Ansible's collection finder, as ansible-playbook starts it with ansible.cfg's collections_path: it imports the
-# collection's packages (and Templar finds its filters by FQCN).
-os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", str(COLLECTIONS))
+# collection's packages (and Templar finds its filters by FQCN). This process only: the playbooks the tests start
+# find the collection as a user's do (ansible.cfg), not through a variable this file would export.
 init_plugin_loader([str(COLLECTIONS)])
 
 
