@@ -36,8 +36,11 @@ def prune(environ=os.environ, now=None) -> list[Path]:
     """Remove the keys (one directory each) no run used for KEEP_DAYS days: each change of the code is a new key."""
     root, now = cache_dir(environ), time.time() if now is None else now
     removed = []
-    for key in root.iterdir() if root.is_dir() else ():
-        if key.is_dir() and now - key.stat().st_mtime > KEEP_DAYS * 86400:
-            shutil.rmtree(key, ignore_errors=True)
-            removed.append(key)
+    try:
+        for key in root.iterdir() if root.is_dir() else ():
+            if key.is_dir() and now - key.stat().st_mtime > KEEP_DAYS * 86400:
+                shutil.rmtree(key, ignore_errors=True)
+                removed.append(key)
+    except OSError:  # an unreadable cache: the runs fall back to building their payloads (gpunode_payload_cache)
+        pass
     return removed
