@@ -47,7 +47,10 @@ from __future__ import annotations
 import posixpath
 import re
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import version_tuple
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import (
+    parse_version_token,
+    version_tuple,
+)
 
 # config version: the CRI plugin's table (key path) in a file of that version
 CRI_TABLES = {
@@ -92,9 +95,6 @@ def cri_table(version) -> tuple | None:
     return CRI_TABLES.get(version)
 
 
-_VERSION_TOKEN = re.compile(r"v?(\d+\.\d+(?:\.\d+)*)(\S*)")
-
-
 def parse_containerd_version(text) -> tuple:
     """(version, as printed) of containerd from ``containerd --version`` output or a version given alone; (None,
     None) when there is none.
@@ -110,10 +110,9 @@ def parse_containerd_version(text) -> tuple:
         candidates.append(lines[0].split())
     for tokens in candidates:
         for token in tokens:
-            token = token.strip().rstrip(",;")
-            match = _VERSION_TOKEN.fullmatch(token)
-            if match:
-                return match.group(1), token[1:] if token.startswith("v") else token
+            version = parse_version_token(token)
+            if version[0]:
+                return version
     return None, None
 
 

@@ -11,7 +11,6 @@ Stdlib only, Python 3.8+ (the node's python3).
 from __future__ import annotations
 
 import os
-import re
 from typing import TYPE_CHECKING
 
 # Where binaries are looked for besides PATH (and the only places looked at below a `root` other than /).
@@ -23,15 +22,6 @@ if TYPE_CHECKING:  # annotations only; typing's spelling, which Python 3.8 (and 
 
     RunCommand = Callable[[List[str]], Optional[Tuple[int, str, str]]]
     Which = Callable[[str], Optional[str]]
-
-
-def parse_version_token(token: str) -> tuple[str | None, str | None]:
-    """Split a version token ("v1.31.2", "20.10.24+dfsg1,", "1.6.20~ds1") into (numeric, as printed)."""
-    token = token.strip().rstrip(",;")
-    match = re.fullmatch(r"v?(\d+\.\d+(?:\.\d+)*)(\S*)", token)
-    if not match:
-        return None, None
-    return match.group(1), token[1:] if token.startswith("v") else token
 
 
 def version_at_least(version: str | None, minimum: tuple[int, ...]) -> bool | None:

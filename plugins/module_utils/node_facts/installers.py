@@ -16,10 +16,10 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.ve
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import (
     command_output,
     executable,
-    parse_version_token,
     rooted,
     unit_states,
 )
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import parse_version_token
 
 if TYPE_CHECKING:  # annotations only
     from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import RunCommand, Which

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd.versions import parse_containerd_version
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import (
     command_output,
-    parse_version_token,
     rooted,
     running_processes,
     unit_states,
     version_at_least,
 )
+from ansible_collections.gpunode.provisioning.plugins.module_utils.system.versions import parse_version_token
 
 if TYPE_CHECKING:  # annotations only
     from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import RunCommand, Which
