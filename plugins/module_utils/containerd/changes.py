@@ -11,11 +11,9 @@ from dataclasses import replace
 
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import parse as _parse
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import tables as containerd_tables
-from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia import runtime as nvidia_runtime
 
-CRI_TABLES = containerd_versions.CRI_TABLES
 DEFAULT_RUNTIME_TYPE = _parse.DEFAULT_RUNTIME_TYPE
 ContainerdConfigError = _parse.ContainerdConfigError
 Request = _parse.Request

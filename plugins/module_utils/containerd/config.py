@@ -58,9 +58,7 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd im
 DEFAULT_PATH = _parse.DEFAULT_PATH
 DEFAULT_DROPIN_DIR = _parse.DEFAULT_DROPIN_DIR
 DEFAULT_RUNTIME_TYPE = _parse.DEFAULT_RUNTIME_TYPE
-SUPPORTED_VERSIONS = _parse.SUPPORTED_VERSIONS
 CRI_TABLES = containerd_versions.CRI_TABLES
-SUPPORTED_TEXT = _parse.SUPPORTED_TEXT
 SERVICE_PLUGINS = _parse.SERVICE_PLUGINS
 DROPIN_MIN_CONTAINERD = _parse.DROPIN_MIN_CONTAINERD
 DROPIN_HEADER = _parse.DROPIN_HEADER
@@ -105,7 +103,6 @@ __all__ = [
     "CRI_TABLES",
     "DEFAULT_PATH",
     "DEFAULT_RUNTIME_TYPE",
-    "SUPPORTED_VERSIONS",
     "ContainerdConfigError",
     "Outcome",
     "Request",

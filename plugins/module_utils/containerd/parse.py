@@ -51,10 +51,6 @@ def require_tomlkit() -> None:
 DEFAULT_PATH = "/etc/containerd/config.toml"
 DEFAULT_DROPIN_DIR = "/etc/containerd/conf.d"
 DEFAULT_RUNTIME_TYPE = "io.containerd.runc.v2"
-# The config versions and their tables: one table, containerd/versions.py (CRI_TABLES), read when used.
-CRI_TABLES = containerd_versions.CRI_TABLES
-SUPPORTED_VERSIONS = containerd_versions.supported_versions()  # as imported; the checks ask versions.py each time
-SUPPORTED_TEXT = containerd_versions.supported_text()
 # serviceMigrate (cmd/containerd/server/config/config.go, v2.3.4): the top-level tables of a file below version 4
 # that containerd reads as these plugins' tables instead
 SERVICE_PLUGINS = {
