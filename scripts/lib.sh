@@ -180,10 +180,42 @@ ensure_images() {
   case " $* " in
     *" ubuntu"*) [ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ] || ensure_ubuntu_keyring ;;
   esac
-  local node
-  for node in "$@"; do
-    bash "$ROOT/tests/fixtures/images/build-node-image.sh" "$node" || die "building node image $node failed"
+  # Up to GPUNODE_IMAGE_JOBS builds (default 3) run at once: a build waits on the archive (debootstrap's downloads) about
+  # as much as it computes, so on a new machine, where every image is built, three at a time take less time than one
+  # after another (docs/test-times.md). Each build's output is shown once it ends, so two builds' lines never mix; where
+  # one fails, the command stops with its output once the builds already started have ended.
+  local builder=${GPUNODE_IMAGE_BUILDER:-$ROOT/tests/fixtures/images/build-node-image.sh}
+  local max=${GPUNODE_IMAGE_JOBS:-3} dir node running=() waiting=("$@") left=() failed=()
+  case "$max" in '' | *[!0-9]* | 0) die "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got '$max'." ;; esac
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-images.XXXXXX")
+  while [ "${#waiting[@]}" -gt 0 ] || [ "${#running[@]}" -gt 0 ]; do
+    while [ "${#waiting[@]}" -gt 0 ] && [ "${#running[@]}" -lt "$max" ] && [ "${#failed[@]}" -eq 0 ]; do
+      node=${waiting[0]}
+      waiting=("${waiting[@]:1}")
+      (
+        rc=0
+        bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
+        echo "$rc" > "$dir/$node.rc"
+      ) &
+      running+=("$node")
+    done
+    [ "${#failed[@]}" -eq 0 ] || waiting=()
+    left=()
+    for node in "${running[@]}"; do
+      if [ -s "$dir/$node.rc" ]; then
+        cat "$dir/$node.out"
+        cat "$dir/$node.err" >&2
+        [ "$(cat "$dir/$node.rc")" = 0 ] || failed+=("$node")
+      else
+        left+=("$node")
+      fi
+    done
+    running=("${left[@]}")
+    [ "${#running[@]}" -eq 0 ] || sleep 1
   done
+  wait
+  rm -rf "$dir"
+  [ "${#failed[@]}" -eq 0 ] || die "building node image ${failed[*]} failed"
 }
 
 ensure_chromium() {

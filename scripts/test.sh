@@ -20,7 +20,10 @@ case " $* " in
 esac
 ensure_venv
 ensure_docker
+echo "timing: setup's venv and engine $(( $(date +%s) - t0 ))s"
+t1=$(date +%s)
 ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404 ubuntu2604
+echo "timing: setup's node images $(( $(date +%s) - t1 ))s"
 ensure_inotify
 # molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run.
 # molecule/arm64's node runs under qemu-user, about 17 minutes of a lane and 11 of image build on a new machine: more

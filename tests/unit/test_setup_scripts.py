@@ -113,3 +113,77 @@ def test_the_engine_it_starts_outlives_the_command_that_started_it(tmp_path):
             os.killpg(run.pid, 9)
         if sid.exists():
             subprocess.run(["pkill", "-s", sid.read_text().strip()], check=False)
+
+
+@pytest.fixture
+def stand_in_builder(tmp_path):
+    """TEST STAND-IN for tests/fixtures/images/build-node-image.sh (GPUNODE_IMAGE_BUILDER): notes when each build
+    starts and ends, takes NAME's seconds (node-2: 2 s), and fails, saying so, for a node named bad-*."""
+    trace = tmp_path / "trace"
+    builder = tmp_path / "build.sh"
+    builder.write_text(
+        "#!/bin/bash\n"
+        f'echo "start $1" >> {trace}\n'
+        'case $1 in bad-*) echo "no archive for $1" >&2; exit 3 ;; esac\n'
+        'sleep "${1#*-}"\n'
+        'echo "built node image $1"\n'
+        f'echo "end $1" >> {trace}\n'
+    )
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "debootstrap").write_text("#!/bin/sh\nexit 0\n")  # present: ensure_images installs nothing
+    (bindir / "debootstrap").chmod(0o755)
+    env = {
+        "PATH": f"{bindir}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "LANG": "C.UTF-8",
+        "TMPDIR": str(tmp_path),
+        "GPUNODE_IMAGE_BUILDER": str(builder),
+    }
+    return env, trace
+
+
+def _ensure_images(env: dict, *nodes: str, jobs: str | None = None) -> subprocess.CompletedProcess:
+    if jobs is not None:
+        env = {**env, "GPUNODE_IMAGE_JOBS": jobs}
+    script = f"set -euo pipefail; . {ROOT}/scripts/lib.sh; ensure_images {' '.join(nodes)}"
+    return subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, env=env, check=False, timeout=60)
+
+
+def _most_at_once(trace: Path) -> int:
+    running = most = 0
+    for line in trace.read_text().splitlines():
+        running += 1 if line.startswith("start ") else -1
+        most = max(most, running)
+    return most
+
+
+def test_node_images_build_three_at_a_time_each_output_whole(stand_in_builder):
+    env, trace = stand_in_builder
+    run = _ensure_images(env, "a-2", "b-2", "c-2", "d-1", "e-1")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(run.stdout.splitlines()) == [f"built node image {n}" for n in ("a-2", "b-2", "c-2", "d-1", "e-1")]
+    assert _most_at_once(trace) == 3
+    one = _ensure_images(env, "f-1", "g-1", jobs="1")
+    assert one.returncode == 0, one.stdout + one.stderr
+    trace.write_text("")
+    _ensure_images(env, "h-1", "i-1", jobs="1")
+    assert _most_at_once(trace) == 1
+
+
+def test_a_failed_node_image_stops_the_command_naming_it(stand_in_builder):
+    env, trace = stand_in_builder
+    run = _ensure_images(env, "a-2", "bad-x", "c-1", "d-1", "e-1", jobs="2")
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "no archive for bad-x" in run.stderr
+    assert "ERROR: building node image bad-x failed" in run.stderr
+    assert "built node image a-2" in run.stdout  # the build already started ends, and says so
+    started = [line.split()[1] for line in trace.read_text().splitlines() if line.startswith("start ")]
+    assert "e-1" not in started, "a build started after one had failed"
+
+
+def test_a_bad_number_of_image_jobs_is_refused_by_name(stand_in_builder):
+    env, _ = stand_in_builder
+    run = _ensure_images(env, "a-1", jobs="three")
+    assert run.returncode == 1
+    assert "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got 'three'" in run.stderr
