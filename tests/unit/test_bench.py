@@ -430,11 +430,13 @@ def test_callback_counts_tasks_once_and_results_per_host(tmp_path, monkeypatch):
 
 
 def test_the_floor_starts_as_many_tasks_as_site_ymls_noop_path():
-    """bench/floor.yml: fact gathering, then one trivial module a task, as many tasks as site.yml's no-op path counts
+    """bench/floor.yml: the minimal facts, then one trivial module a task, as many tasks as site.yml's no-op path counts
     (tests/unit/test_noop_tasks.py), so that the two runs' figures compare task for task."""
     from test_noop_tasks import site_headers
 
     (play,) = yaml.safe_load((ROOT / "bench" / "floor.yml").read_text())
-    assert play["hosts"] == "gpu_nodes" and play["gather_facts"] is True
-    assert all(sorted(task) == ["ansible.builtin.ping", "name"] for task in play["tasks"])
-    assert 1 + len(play["tasks"]) == len(site_headers())
+    assert play["hosts"] == "gpu_nodes" and play["gather_facts"] is False
+    first, *rest = play["tasks"]
+    assert first["ansible.builtin.setup"] == {"gather_subset": ["min"]}
+    assert all(sorted(task) == ["ansible.builtin.ping", "name"] for task in rest)
+    assert len(play["tasks"]) == len(site_headers())
