@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.stdin_feed import fed_run
-
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
@@ -238,99 +236,6 @@ def test_the_role_loads_no_platform_data_itself_and_nothing_picks_a_platform():
         text = path.read_text()
         assert "first_found" not in text, path
         assert not re.search(r"\}\[ansible_facts\.(os_family|distribution)", text), path
-
-
-# --- the node read that lets a re-run skip the repository chain (vars/main.yml, the apt read of tasks/main.yml) ----
-
-
-def _node_read_script(keyring: Path, source: Path, fingerprint: str) -> str:
-    import shlex
-
-    import jinja2
-
-    read = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__nvidia_container_toolkit_apt_read"]
-    assert read["module"] == "ansible.legacy.command" and read["args"]["argv"][:2] == ["/bin/bash", "-c"]
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
-    env.filters["quote"] = lambda value: shlex.quote(str(value))
-    return env.from_string(read["args"]["argv"][2]).render(
-        __gpu_node_facts_toolkit_keyring=str(keyring),
-        __gpu_node_facts_toolkit_apt_source=str(source),
-        __nvidia_container_toolkit_fingerprint=fingerprint,
-        __nvidia_container_toolkit_packages=["gpunode-test-no-such-package"],
-    )
-
-
-def _gpg(home: Path, *args: str) -> str:
-    return subprocess.run(
-        ["gpg", "--homedir", str(home), "--batch", *args], check=True, capture_output=True, text=True
-    ).stdout
-
-
-@pytest.fixture(scope="module")
-def keys(tmp_path_factory):
-    """A valid key and a key that expired (made with a faked clock), exported as binary keyrings."""
-    made = {}
-    for name, extra in (("valid", []), ("expired", ["--faked-system-time", "20240101T000000"])):
-        home = tmp_path_factory.mktemp(f"gpg-{name}")
-        home.chmod(0o700)
-        _gpg(
-            home,
-            *extra,
-            "--passphrase",
-            "",
-            "--quick-gen-key",
-            f"{name} <{name}@example.invalid>",
-            "rsa2048",
-            "sign",
-            "1d",
-        )
-        keyring = home / "key.gpg"
-        keyring.write_bytes(
-            subprocess.run(["gpg", "--homedir", str(home), "--export"], check=True, capture_output=True).stdout
-        )
-        fingerprint = next(
-            line.split(":")[9]
-            for line in _gpg(home, "--with-colons", "--show-keys", str(keyring)).splitlines()
-            if line.startswith("fpr:")
-        )
-        made[name] = (keyring.read_bytes(), fingerprint)
-    return made
-
-
-@pytest.mark.parametrize(
-    ("case", "expected"),
-    [
-        ("as written", "trusted"),
-        ("keyring mode 0600", "untrusted"),
-        ("source owned by nobody", "untrusted"),
-        ("source differs", "untrusted"),
-        ("keyring missing", "untrusted"),
-        ("expired key", "untrusted"),
-        ("another key", "untrusted"),
-    ],
-)
-def test_the_repository_chain_is_skipped_only_for_the_pinned_valid_key_and_the_files_as_written(
-    tmp_path, keys, case, expected
-):
-    source_text = "deb [signed-by=/k.gpg] https://example.invalid/stable/deb/$(ARCH) /\n"
-    key, fingerprint = keys["expired" if case == "expired key" else "valid"]
-    if case == "another key":
-        fingerprint = keys["expired"][1]
-    keyring, source = tmp_path / "key.gpg", tmp_path / "src.list"
-    keyring.write_bytes(key)
-    source.write_text(source_text + ("# edited\n" if case == "source differs" else ""))
-    for path in (keyring, source):
-        path.chmod(0o644)
-    if case == "keyring mode 0600":
-        keyring.chmod(0o600)
-    if case == "source owned by nobody":
-        os.chown(source, 65534, 0)
-    if case == "keyring missing":
-        keyring.unlink()
-    result = fed_run(["/bin/bash", "-c", _node_read_script(keyring, source, fingerprint.upper())], source_text.encode())
-    assert result.returncode == 0, result.stderr
-    assert result.unread == 0, (case, "the read must take all of its stdin, on every path (EPIPE otherwise)")
-    assert result.stdout.splitlines()[0] == expected, (case, result.stdout, result.stderr)
 
 
 @pytest.mark.parametrize(
