@@ -153,7 +153,7 @@ def _dependencies_with_parameters(role: str) -> list[str]:
 def play_headers(play: dict) -> list[str]:
     """The tasks one play starts on a node: fact gathering, pre_tasks, the roles (each dependency once), post_tasks."""
     gather = play.get("gather_facts", True)
-    if isinstance(gather, str):  # site.yml's: a template, true only with -e gpu_nodes_gather_subset
+    if isinstance(gather, str):  # site.yml's: a template, true only with -e gpu_nodes_gather_facts=true
         gather = False
     names = ["Gathering Facts"] if gather else []
     names += task_headers(play.get("pre_tasks") or [], ROOT / "playbooks", "")
