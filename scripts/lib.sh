@@ -189,7 +189,7 @@ ensure_images() {
   case "$max" in '' | *[!0-9]* | 0) die "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got '$max'." ;; esac
   dir=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-images.XXXXXX")
   while [ "${#waiting[@]}" -gt 0 ] || [ "${#running[@]}" -gt 0 ]; do
-    while [ "${#waiting[@]}" -gt 0 ] && [ "${#running[@]}" -lt "$max" ] && [ "${#failed[@]}" -eq 0 ]; do
+    while [ "${#waiting[@]}" -gt 0 ] && [ "${#running[@]}" -lt "$max" ]; do
       node=${waiting[0]}
       waiting=("${waiting[@]:1}")
       (
@@ -199,13 +199,12 @@ ensure_images() {
       ) &
       running+=("$node")
     done
-    [ "${#failed[@]}" -eq 0 ] || waiting=()
     left=()
     for node in "${running[@]}"; do
       if [ -s "$dir/$node.rc" ]; then
         cat "$dir/$node.out"
         cat "$dir/$node.err" >&2
-        [ "$(cat "$dir/$node.rc")" = 0 ] || failed+=("$node")
+        [ "$(cat "$dir/$node.rc")" = 0 ] || { failed+=("$node"); waiting=(); }
       else
         left+=("$node")
       fi
