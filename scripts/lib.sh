@@ -185,7 +185,7 @@ ensure_images() {
   # after another (docs/test-times.md). Each build's output is shown once it ends, so two builds' lines never mix; where
   # one fails, the command stops with its output once the builds already started have ended.
   local builder=${GPUNODE_IMAGE_BUILDER:-$ROOT/tests/fixtures/images/build-node-image.sh}
-  local max=${GPUNODE_IMAGE_JOBS:-3} dir node running=() waiting=("$@") left=() failed=()
+  local max=${GPUNODE_IMAGE_JOBS:-3} dir node running=() waiting=("$@") left=() failed=() pids=()
   case "$max" in '' | *[!0-9]* | 0) die "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got '$max'." ;; esac
   dir=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-images.XXXXXX")
   while [ "${#waiting[@]}" -gt 0 ] || [ "${#running[@]}" -gt 0 ]; do
@@ -197,6 +197,7 @@ ensure_images() {
         bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
         echo "$rc" > "$dir/$node.rc"
       ) &
+      pids+=("$!")
       running+=("$node")
     done
     left=()
@@ -212,7 +213,9 @@ ensure_images() {
     running=("${left[@]}")
     [ "${#running[@]}" -eq 0 ] || sleep 1
   done
-  wait
+  # only the builds: a bare `wait` would also wait for what the caller runs in the background (ensure_docker's
+  # dockerd, for the whole test command), and so never return
+  [ "${#pids[@]}" -eq 0 ] || wait "${pids[@]}"
   rm -rf "$dir"
   [ "${#failed[@]}" -eq 0 ] || die "building node image ${failed[*]} failed"
 }
