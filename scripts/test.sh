@@ -47,9 +47,9 @@ esac
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
 export PATH="$VENV/bin:$PATH"
-# Three pytest-xdist workers, each a lane of tests/lanes.py: the scenarios with a
-# forky node (and the demo) one after another on one, the other scenarios on the
-# other two, lint and the unit tests on whichever is free (tests/conftest.py).
+# Three pytest-xdist workers (tests/lanes.py, tests/conftest.py): the scenarios with a
+# forky node one after another on the first; lint and the unit tests, then the demo and
+# the other scenarios, the longest first, on whichever worker is idle.
 # GPUNODE_TEST_WORKERS=0 runs everything in one process, in order.
 workers=${GPUNODE_TEST_WORKERS:-3}
 if [ "$workers" = 0 ]; then

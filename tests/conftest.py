@@ -5,10 +5,10 @@
 - For every failed test, one unshortened line of why (a molecule scenario's says the step,
   the node, the task or test and the reason: tests/failure_reason.py), printed just above
   pytest's own summary, so a red run says why in its last lines.
-- With pytest-xdist (`-n 2 --dist loadgroup`, as scripts/test.sh runs it): the
-  lanes of tests/lanes.py. The scenarios with a Debian testing node run one at a
-  time on one worker; the demo, the lint and unit tests and then the other
-  scenarios run on the other.
+- With pytest-xdist (`-n 3 --dist loadgroup`, as scripts/test.sh runs it): the
+  work units and their order of tests/lanes.py. The scenarios with a Debian testing
+  node run one at a time on worker 0; lint and the unit tests, then the demo and the
+  other scenarios, the longest first, on whichever worker is free.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
-from tests.lanes import LANES, group_of
+from tests.lanes import SCENARIO_ORDER, group_of, work_key
 
 _STAGES: OrderedDict[str, float] = OrderedDict()
 _WHY: OrderedDict[str, str] = OrderedDict()
@@ -37,7 +37,8 @@ def _stage(nodeid: str) -> str:
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadgroup with lanes: each group of tests.lanes.LANES stays on its worker, in order.
+    """--dist loadgroup with the work units of tests.lanes: a group of tests stays on one worker, in order; each worker
+    takes the unit tests.lanes.work_key puts first among those it may take.
 
     The groups come from the node ids (tests.lanes.group_of), not from xdist_group marks: xdist 3.8
     turns those into node id suffixes through an attribute pytest 9 no longer reads."""
@@ -49,21 +50,21 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid) or nodeid
 
-        def _rank(self, node, scope: str) -> int | None:
-            """0: the node's own early group, 1: any node's test, 2: the node's own late group, None: not its."""
-            if scope not in LANES:
-                return 1
-            lane, early = LANES[scope]
-            if lane % self.numnodes != int(node.gateway.id.removeprefix("gw")) % self.numnodes:
-                return None
-            return 0 if early else 2
+        def _rank(self, node, scope: str) -> tuple[int, int] | None:
+            return work_key(scope, int(node.gateway.id.removeprefix("gw")), self.numnodes)
 
         def _assign_work_unit(self, node) -> None:
             ranks = ((self._rank(node, scope), n, scope) for n, scope in enumerate(self.workqueue))
             ranked = [entry for entry in ranks if entry[0] is not None]
             if not ranked:
                 return
-            scope = min(ranked)[2]
+            key, _, scope = min(ranked)
+            if key[0] == SCENARIO_ORDER and self._pending_of(self.assigned_work.get(node, {})) > 1:
+                # A scenario goes to a worker only once it is idle, not behind what it runs. Idle is one test left:
+                # an xdist worker starts a test once it holds the next one (or is told to shut down), so its last
+                # test waits for the next unit (the scenario's own last test, test_molecule_scenario_left_no_node,
+                # is what lets it start the scenario's run).
+                return
             work_unit = self.workqueue.pop(scope)
             self.assigned_work.setdefault(node, {})[scope] = work_unit
             collection = self.registered_collections[node]
@@ -79,7 +80,7 @@ def pytest_xdist_make_scheduler(config, log):
                 return
             self._assign_work_unit(node)
             if self._pending_of(self.assigned_work[node]) == 0:
-                node.shutdown()  # what is left belongs to the other lane
+                node.shutdown()  # what is left belongs to another worker
 
     return LaneScheduling(config, log)
 

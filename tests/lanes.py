@@ -1,56 +1,77 @@
-"""Which worker lane each part of the test command runs in (scripts/test.sh, tests/conftest.py).
+"""Which worker runs each part of the test command, and in what order (scripts/test.sh, tests/conftest.py).
 
-A lane is a pytest-xdist worker that keeps a group of tests to itself, in order:
-- lane 0: the demo first (its node runs Debian 12), then "molecule-cgroup2": the
-  scenarios with a node of Debian testing (forky), one at a time (such a node owns
-  the host's cgroup v2 tree on a cgroup v1 host), harness first and default last,
-  and the scenarios SCENARIO_GROUPS puts there;
-- lane 1: the lint and unit tests (which any lane takes when it is free), then
-  "molecule", the other scenarios, one at a time;
-- lane 2: "molecule-2", the scenarios SCENARIO_GROUPS puts there, one at a time.
-The scenarios are spread so that the lanes take about as long (idle-machine times of
-the CI runs, docs/test-times.md); a new scenario goes to lane 1 unless listed.
-With fewer workers, lanes share them (lane % workers); with one, every lane is that
-worker. Each molecule lane takes apt cache slots from its own range
-(molecule/resources/create.yml), so two nodes created at the same moment never pick
-the same slot.
+A pytest-xdist worker takes one work unit at a time, the first of those it may take in work_key's order:
+- worker 0 first takes "molecule-cgroup2": the scenarios with a node of Debian testing (forky), one after another,
+  harness first and default last. Such a node owns the host's cgroup v2 tree on a cgroup v1 host, so two of them never
+  run at once.
+- Then any worker takes lint and the unit tests, each test a unit of its own.
+- Then the demo and the other scenarios, each a unit of its own, the longest first (EXPECTED_SECONDS), each to a
+  worker that is idle: a long scenario started last, or queued behind another, keeps one worker busy while the others
+  wait for it. Fixed lanes of scenarios ended up to
+  20 minutes apart on this 2-core machine (docs/test-times.md).
+With fewer workers than 3, worker 0's group goes to the first; with one, every unit runs in order on it.
+Each worker's nodes take apt cache slots from its own range (APT_SLOTS_PER_WORKER, molecule/resources/create.yml),
+so two nodes created at the same moment on two workers never pick the same slot.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# group -> (lane, whether it runs before the unpinned tests on its lane)
-LANES = {"molecule-cgroup2": (0, True), "demo": (0, True), "molecule": (1, False), "molecule-2": (2, False)}
-# the first apt cache slot of each molecule lane's nodes (create.yml takes <image>-<n> from here on)
-APT_SLOT_FIRST = {"molecule-cgroup2": 0, "molecule": 8, "molecule-2": 16}
-# scenarios without a forky node that run on lane 0 or 2 instead of lane 1, to even the lanes out
-# (fleet to lane 2: with kubelet, nvidia_driver, fuse_security and nvidia_runtime lane 1 was the longest;
-# nvidia_runtime to lane 2 as well: in CI's runs of af030ca and f3aa190 lane 2 ended 5-8 min before lane 1, whose
-# nvidia_driver alone takes about 29 min; docs/test-times.md)
-SCENARIO_GROUPS = {
-    "fleet": "molecule-2",
-    "gpu_pods": "molecule-2",
-    "gpu_settings": "molecule-2",
-    "installers": "molecule-2",
-    "nvidia_container_toolkit": "molecule-2",
-    "nvidia_runtime": "molecule-2",
+# the groups pinned to a worker, which runs them before anything else
+PINNED = {"molecule-cgroup2": 0}
+# Seconds each unpinned scenario and the demo took in a CI-like run of the whole test command (three workers on two
+# cores: c12e66c, docs/test-times.md; arm64 on its branch). Only their order matters: the longest starts first.
+EXPECTED_SECONDS = {
+    "nvidia_driver": 2118,
+    "arm64": 1020,
+    "nvidia_container_toolkit": 1004,
+    "gpu_pods": 930,
+    "installers": 863,
+    "kubelet": 783,
+    "demo": 365,
+    "fleet": 345,
+    "nvidia_runtime": 334,
+    "fuse_security": 216,
+    "gpu_settings": 99,
 }
+# work_key's first number for the demo and the unpinned scenarios: only an idle worker takes one
+SCENARIO_ORDER = 2
+# apt cache slots of each worker's nodes (create.yml takes <image>-<n> from the worker's first slot on)
+APT_SLOTS_PER_WORKER = 8
 
 
-def scenario_group(scenario: str) -> str:
-    """The group of a molecule scenario: molecule-cgroup2 when one of its nodes runs Debian testing, else the
-    one SCENARIO_GROUPS names, else molecule."""
-    text = (ROOT / "molecule" / scenario / "molecule.yml").read_text()
-    return "molecule-cgroup2" if "gpunode:forky" in text else SCENARIO_GROUPS.get(scenario, "molecule")
+def is_cgroup2_scenario(scenario: str) -> bool:
+    """Whether one of the scenario's nodes runs Debian testing (forky)."""
+    return "gpunode:forky" in (ROOT / "molecule" / scenario / "molecule.yml").read_text()
 
 
 def group_of(nodeid: str) -> str | None:
-    """The xdist group of a test by its node id (None: any lane)."""
+    """The work unit of a test by its node id: "demo", "molecule-cgroup2", "molecule <scenario>", or None (the
+    test is a unit of its own)."""
     if nodeid.startswith("tests/demo/"):
         return "demo"
     if nodeid.startswith("tests/molecule/") and "[" in nodeid:
-        return scenario_group(nodeid.split("[", 1)[1].split("]", 1)[0])
+        scenario = nodeid.split("[", 1)[1].split("]", 1)[0]
+        return "molecule-cgroup2" if is_cgroup2_scenario(scenario) else f"molecule {scenario}"
     return None
+
+
+def work_key(unit: str, worker: int, workers: int) -> tuple[int, int] | None:
+    """The order in which a worker takes a work unit (the smallest first), or None where the unit is pinned to
+    another worker."""
+    if unit in PINNED:
+        return (0, 0) if PINNED[unit] % workers == worker % workers else None
+    name = unit.removeprefix("molecule ")
+    if unit == "demo" or name != unit:
+        return (SCENARIO_ORDER, -EXPECTED_SECONDS[name])
+    return (1, 0)
+
+
+def apt_slot_first() -> int:
+    """The first apt cache slot of this worker's nodes (0 without pytest-xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(worker.removeprefix("gw")) * APT_SLOTS_PER_WORKER

@@ -3,7 +3,7 @@
 Scenarios with a node of Debian testing run one at a time (such a node owns the
 host's cgroup v2 tree on a cgroup v1 host), `harness` first (it proves the node
 containers) and `default` (site.yml end to end) last; with the test command's
-two workers the other scenarios run meanwhile, one at a time, on the other
+three workers the other scenarios run meanwhile on the others, the longest first
 (tests/lanes.py). Each scenario's output goes to
 .ci-logs/molecule-<scenario>.log; a failure says in its first line the step, the node,
 the task or test and the reason (tests/failure_reason.py), then shows the log's tail.
@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests import payload_cache
 from tests.failure_reason import molecule_failure
-from tests.lanes import APT_SLOT_FIRST, scenario_group
+from tests.lanes import apt_slot_first
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / ".ci-logs"
@@ -45,7 +46,7 @@ def test_molecule_scenario(scenario):
     log = LOGS / f"molecule-{scenario}.log"
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env = payload_cache.environment(env)  # TEST HARNESS: the runs share their module payloads
-    env["GPUNODE_APT_SLOT_FIRST"] = str(APT_SLOT_FIRST[scenario_group(scenario)])
+    env["GPUNODE_APT_SLOT_FIRST"] = str(apt_slot_first())
     env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     env["PY_COLORS"] = "0"
     with log.open("w") as out:
@@ -61,3 +62,17 @@ def test_molecule_scenario(scenario):
         text = log.read_text(errors="replace")
         header = f"`molecule test -s {scenario}` exited with rc {result.returncode}; last lines of {log}:"
         pytest.fail("\n".join([molecule_failure(scenario, text), header, *text.splitlines()[-80:]]))
+
+
+@pytest.mark.molecule
+@pytest.mark.parametrize("scenario", _scenarios())
+def test_molecule_scenario_left_no_node(scenario):
+    """After its run (the same work unit, tests/lanes.py), no node container of the scenario is left: a leftover
+    node keeps its apt cache slot, its memory and, for a forky node, the host's cgroup v2 tree from the next runs.
+    This test also lets its worker start the scenario's run: an xdist worker runs a test once it holds the next one."""
+    platforms = yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"]
+    names = {platform["name"] for platform in platforms}
+    listed = subprocess.run(
+        ["docker", "ps", "--all", "--format", "{{.Names}}"], capture_output=True, text=True, check=True
+    )
+    assert names.isdisjoint(listed.stdout.split()), f"molecule/{scenario} left node containers: {sorted(names)}"
