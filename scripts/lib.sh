@@ -277,7 +277,7 @@ ensure_arm64_emulation() {
 
 ensure_inotify() {
   # Every node container runs systemd, containerd and dockerd, and each takes inotify instances of root's
-  # one per-user budget (fs.inotify.max_user_instances, 128 by default): with three lanes of scenarios at
+  # one per-user budget (fs.inotify.max_user_instances, 128 by default): with three workers running scenarios at
   # once containerd's CRI plugin failed to load ("failed to create fsnotify watcher: too many open files").
   # Raise the limits as root when they are lower (a running system keeps them until reboot).
   local key want have

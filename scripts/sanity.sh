@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ansible-test sanity on the collection built from a checkout (issue 51), with no network but the Python package
-# index (or none at all with a wheelhouse). The lint lane runs it (tests/test_lint.py).
+# index (or none at all with a wheelhouse). The test command runs it with lint (tests/test_lint.py).
 #   bash scripts/sanity.sh [CHECKOUT] [ansible-test sanity arguments, e.g. --test pylint]
 # It builds the collection (galaxy.yml), installs the artifact into a temporary ansible_collections tree with
 # tests/sanity/ (the ignore file: galaxy.yml's build_ignore leaves tests/ out of the artifact), and runs every default

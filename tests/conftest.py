@@ -50,6 +50,14 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid) or nodeid
 
+        def schedule(self) -> None:
+            """xdist shuts down the workers it has no unit for, the last ones up first: worker 0 must stay, as it
+            alone takes the pinned group (with `-k harness`, one unit, it would otherwise run nothing)."""
+            if self.collection is None:
+                order = sorted(self.assigned_work, key=lambda node: int(node.gateway.id.removeprefix("gw")))
+                self.assigned_work = {node: self.assigned_work[node] for node in order}
+            super().schedule()
+
         def _rank(self, node, scope: str) -> tuple[int, int] | None:
             return work_key(scope, int(node.gateway.id.removeprefix("gw")), self.numnodes)
 

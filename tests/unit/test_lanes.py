@@ -69,16 +69,17 @@ class Worker:
         return None
 
 
-def simulate(collection: list[str], seconds: dict[str, float], workers: int = 3):
-    """Runs the collection through the scheduler: each worker's tests with their start, end and worker."""
+def simulate(collection: list[str], seconds: dict[str, float], workers: int = 3, up: list[int] | None = None):
+    """Runs the collection through the scheduler: each worker's tests with their start, end and worker. ``up``: the
+    order in which the workers came up (xdist's is whatever order they were ready in)."""
     config = SimpleNamespace(
         getvalue=lambda name: {"dist": "loadgroup", "tx": [f"{workers}*popen"]}[name],
         option=SimpleNamespace(loadscopereorder=False),
     )
     scheduler = pytest_xdist_make_scheduler(config, None)
     nodes = [Worker(n) for n in range(workers)]
-    for node in nodes:
-        scheduler.add_node(node)
+    for number in up or range(workers):
+        scheduler.add_node(nodes[number])
     for node in nodes:
         scheduler.add_node_collection(node, collection)
     scheduler.schedule()
@@ -148,3 +149,17 @@ def test_a_scenario_starts_on_an_idle_worker_the_longest_first():
     assert max(ends.values()) - min(ends.values()) <= max(seconds.values())
     longest = max(floating, key=lambda nodeid: seconds[nodeid])
     assert ran[longest]["worker"] != "gw0"
+
+
+@pytest.mark.parametrize("up", [[2, 1, 0], [1, 0, 2], [0, 1, 2]])
+@pytest.mark.parametrize("names", [["harness"], ["harness", "kubelet"], ["kubelet"], ["default", "fleet", "kubelet"]])
+def test_a_narrow_selection_runs_whatever_order_the_workers_came_up_in(names, up):
+    """`-k harness` is one work unit for three workers: xdist shuts down the workers it has no unit for, the last
+    ones up first; worker 0 stays, as it alone takes the forky scenarios (without that, `-k harness` ran nothing and
+    `-k "harness or kubelet"` never ended)."""
+    collection = [RUN.format(name) for name in names] + [LEFT.format(name) for name in names]
+    ran = simulate(collection, {}, 3, up)
+    for name in names:
+        if is_cgroup2_scenario(name):
+            assert ran[RUN.format(name)]["worker"] == "gw0"
+        assert ran[RUN.format(name)]["end"] <= ran[LEFT.format(name)]["start"]

@@ -175,8 +175,8 @@ def test_node_images_return_while_the_caller_runs_a_daemon(stand_in_builder):
     """test.sh starts dockerd in the background (ensure_docker) before ensure_images, in the same shell: the builds are
     waited for, never the daemon (a bare `wait` hung CI's run of 556c086 until its 90-minute limit)."""
     env, _ = stand_in_builder
-    daemon = "sleep 300 >/dev/null 2>&1 & daemon=$!"
-    script = f"set -euo pipefail; . {ROOT}/scripts/lib.sh; {daemon}; ensure_images a-1 b-1; kill $daemon; echo returned"
+    daemon = "sleep 300 >/dev/null 2>&1 & daemon=$!; trap 'kill $daemon 2>/dev/null' EXIT"
+    script = f"set -euo pipefail; . {ROOT}/scripts/lib.sh; {daemon}; ensure_images a-1 b-1; echo returned"
     run = subprocess.run(["/bin/bash", "-c", script], capture_output=True, text=True, env=env, check=False, timeout=30)
     assert run.returncode == 0, run.stdout + run.stderr
     assert run.stdout.splitlines()[-1] == "returned"
