@@ -1,5 +1,5 @@
 """The test command's work units and their order (tests/lanes.py), under the scheduler tests/conftest.py gives
-pytest-xdist, simulated here: TEST STAND-IN workers that run a test once they hold the next one (or are told to shut
+pytest-xdist, simulated here with workers that run a test once they hold the next one (or are told to shut
 down), as xdist's workers do (xdist/remote.py, run_one_test), each test taking the seconds the simulation gives it."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def test_each_worker_takes_its_own_apt_slots(monkeypatch):
 
 
 class Worker:
-    """TEST STAND-IN for an xdist worker: runs its tests in the order it got them, each once it holds the next."""
+    """A simulated xdist worker: runs its tests in the order it got them, each once it holds the next."""
 
     def __init__(self, number: int):
         self.gateway = SimpleNamespace(id=f"gw{number}")
