@@ -46,6 +46,9 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadGroupScheduling
 
+    def number(node) -> int:
+        return int(node.gateway.id.removeprefix("gw"))
+
     class LaneScheduling(LoadGroupScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid) or nodeid
@@ -54,12 +57,12 @@ def pytest_xdist_make_scheduler(config, log):
             """xdist shuts down the workers it has no unit for, the last ones up first: worker 0 must stay, as it
             alone takes the pinned group (with `-k harness`, one unit, it would otherwise run nothing)."""
             if self.collection is None:
-                order = sorted(self.assigned_work, key=lambda node: int(node.gateway.id.removeprefix("gw")))
+                order = sorted(self.assigned_work, key=number)
                 self.assigned_work = {node: self.assigned_work[node] for node in order}
             super().schedule()
 
         def _rank(self, node, scope: str) -> tuple[int, int] | None:
-            return work_key(scope, int(node.gateway.id.removeprefix("gw")), self.numnodes)
+            return work_key(scope, number(node), self.numnodes)
 
         def _assign_work_unit(self, node) -> None:
             ranks = ((self._rank(node, scope), n, scope) for n, scope in enumerate(self.workqueue))
