@@ -4,7 +4,9 @@ A pytest-xdist worker takes one work unit at a time, the first of those it may t
 - worker 0 first takes "molecule-cgroup2": the scenarios with a node of Debian testing (forky), one after another,
   harness first and default last. Such a node owns the host's cgroup v2 tree on a cgroup v1 host, so two of them never
   run at once.
-- Then any worker takes lint and the unit tests, each test a unit of its own.
+- Then any worker takes lint and the unit tests, each test a unit of its own, except a unit test file with a
+  module-scoped fixture: one unit, so that its fixture (a playbook run of minutes, e.g. test_role_variables.py's
+  `refused`) runs once, not once on each worker that takes one of its tests.
 - Then the demo and the other scenarios, each a unit of its own, the longest first (EXPECTED_SECONDS), each to a
   worker that is idle: a long scenario started last, or queued behind another, keeps one worker busy while the others
   wait for it. Fixed lanes of scenarios ended up to
@@ -16,7 +18,9 @@ so two nodes created at the same moment on two workers never pick the same slot.
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,9 +53,20 @@ def is_cgroup2_scenario(scenario: str) -> bool:
     return "gpunode:forky" in (ROOT / "molecule" / scenario / "molecule.yml").read_text()
 
 
+@functools.cache
+def has_module_fixture(path: str) -> bool:
+    """Whether the test file defines a fixture of scope module (computed once per module, on each worker that runs
+    one of its tests)."""
+    file = ROOT / path
+    return file.is_file() and re.search(r"fixture\(scope=\"module\"", file.read_text()) is not None
+
+
 def group_of(nodeid: str) -> str | None:
-    """The work unit of a test by its node id: "demo", "molecule-cgroup2", "molecule <scenario>", or None (the
-    test is a unit of its own)."""
+    """The work unit of a test by its node id: "demo", "molecule-cgroup2", "molecule <scenario>", "unit <file>" (a
+    unit test file with a module-scoped fixture), or None (the test is a unit of its own)."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/unit/") and has_module_fixture(path):
+        return f"unit {path}"
     if nodeid.startswith("tests/demo/"):
         return "demo"
     if nodeid.startswith("tests/molecule/") and "[" in nodeid:
