@@ -4,9 +4,10 @@ A pytest-xdist worker takes one work unit at a time, the first of those it may t
 - worker 0 first takes "molecule-cgroup2": the scenarios with a node of Debian testing (forky), one after another,
   harness first and default last. Such a node owns the host's cgroup v2 tree on a cgroup v1 host, so two of them never
   run at once.
-- Then any worker takes lint and the unit tests, each test a unit of its own, except a unit test file with a
-  module-scoped fixture: one unit, so that its fixture (a playbook run of minutes, e.g. test_role_variables.py's
-  `refused`) runs once, not once on each worker that takes one of its tests.
+- Then any worker takes lint and the unit tests, each test a unit of its own, except a unit test file whose tests
+  share work (a module-scoped fixture or a functools.cache): one unit, so that the shared work (a playbook run of
+  minutes, e.g. test_role_variables.py's `refused`, or test_tags.py's --list-tasks of each tag) runs once, not once on
+  each worker that takes one of its tests.
 - Then the demo and the other scenarios, each a unit of its own, the longest first (EXPECTED_SECONDS), each to a
   worker that is idle: a long scenario started last, or queued behind another, keeps one worker busy while the others
   wait for it. Fixed lanes of scenarios ended up to
@@ -53,19 +54,22 @@ def is_cgroup2_scenario(scenario: str) -> bool:
     return "gpunode:forky" in (ROOT / "molecule" / scenario / "molecule.yml").read_text()
 
 
+SHARED_WORK = re.compile(r"fixture\(scope=\"module\"|@functools\.(?:cache|lru_cache)\b")
+
+
 @functools.cache
-def has_module_fixture(path: str) -> bool:
-    """Whether the test file defines a fixture of scope module (computed once per module, on each worker that runs
-    one of its tests)."""
+def shares_work(path: str) -> bool:
+    """Whether the test file's tests share work: a fixture of scope module or a functools cache (computed once in
+    each worker that runs one of its tests)."""
     file = ROOT / path
-    return file.is_file() and re.search(r"fixture\(scope=\"module\"", file.read_text()) is not None
+    return file.is_file() and SHARED_WORK.search(file.read_text()) is not None
 
 
 def group_of(nodeid: str) -> str | None:
     """The work unit of a test by its node id: "demo", "molecule-cgroup2", "molecule <scenario>", "unit <file>" (a
-    unit test file with a module-scoped fixture), or None (the test is a unit of its own)."""
+    unit test file whose tests share work), or None (the test is a unit of its own)."""
     path = nodeid.split("::", 1)[0]
-    if path.startswith("tests/unit/") and has_module_fixture(path):
+    if path.startswith("tests/unit/") and shares_work(path):
         return f"unit {path}"
     if nodeid.startswith("tests/demo/"):
         return "demo"

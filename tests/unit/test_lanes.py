@@ -29,9 +29,9 @@ def test_the_work_units_and_their_order():
     assert group_of(RUN.format("kubelet")) == group_of(LEFT.format("kubelet")) == "molecule kubelet"
     assert group_of("tests/demo/test_demo.py::test_x") == "demo"
     assert group_of("tests/unit/test_lanes.py::test_x") is None
-    # a file whose module fixture runs a playbook: one unit, on one worker (the fixture runs once)
-    file = "tests/unit/test_role_variables.py"
-    assert group_of(f"{file}::test_a[fuse]") == group_of(f"{file}::test_b") == f"unit {file}"
+    # a file whose module fixture runs a playbook, or whose tests share a cached --list-tasks: one unit, on one worker
+    for file in ("tests/unit/test_role_variables.py", "tests/unit/test_tags.py"):
+        assert group_of(f"{file}::test_a[fuse]") == group_of(f"{file}::test_b") == f"unit {file}"
     assert work_key("unit tests/unit/test_role_variables.py", 2, 3) == work_key("tests/unit/x.py::t", 2, 3)
     assert work_key("molecule-cgroup2", 0, 3) < work_key("tests/unit/x.py::t", 2, 3) < work_key("demo", 1, 3)
     assert work_key("molecule-cgroup2", 1, 3) is None and work_key("molecule-cgroup2", 0, 1) == (0, 0)
