@@ -78,12 +78,19 @@ PLAYBOOK = """
 class Node:
     """The temporary tree: the role's files, the stand-ins and what they recorded."""
 
-    def __init__(self, base: Path):
+    def __init__(self, base: Path, copy_of: Path | None = None):
         self.base = base
         self.bin = base / "bin"
         self.etc = base / "etc" / "nvidia-mig-manager"
         self.dropins = base / "etc" / "systemd" / "nvidia-mig-manager.service.d"
         self.root = base / "root"
+        if copy_of is not None:
+            # the tree of another node, as it was (its paths in the files this run and the role wrote: this tree's)
+            shutil.copytree(copy_of, base, dirs_exist_ok=True)
+            for path in base.rglob("*"):
+                if path.is_file() and str(copy_of) in (text := path.read_text()):
+                    path.write_text(text.replace(str(copy_of), str(base)))
+            return
         for path in (self.bin, self.root / "proc", base / "units", base / "sys" / "module" / "nvidia_drm"):
             path.mkdir(parents=True)
         # the stand-in runs under this venv's Python (PyYAML)
@@ -156,12 +163,24 @@ def converged(tmp_path_factory):
     node = Node(tmp_path_factory.mktemp("mig"))
     first = node.converge("inference")
     calls_first, parted_first = node.calls(), node.parted_calls()
+    # the node as a first run left it, for the tests that start there (inference_applied)
+    applied = tmp_path_factory.mktemp("mig-applied")
+    shutil.copytree(node.base, applied, dirs_exist_ok=True)
     second = node.converge("inference")
-    return node, first, calls_first, parted_first, second
+    return node, first, calls_first, parted_first, second, applied
+
+
+@pytest.fixture
+def inference_applied(converged, tmp_path):
+    """A node of its own as the first run of "inference" left it (the converged fixture's, which its tests check): a
+    copy, not a run of its own each."""
+    _, first, *_, applied = converged
+    assert first.returncode == 0, first.stdout + first.stderr
+    return Node(tmp_path / "node", copy_of=applied)
 
 
 def test_the_first_run_applies_the_layout_with_the_hooks_around_it(converged):
-    node, first, calls, parted, _ = converged
+    node, first, calls, parted, *_ = converged
     assert first.returncode == 0, first.stdout + first.stderr
     assert "failed=0" in _recap(first)
     # nvidia-mig-parted: asked by the guard (the candidate config) and after the write, then apply with the env
@@ -212,16 +231,15 @@ def test_the_files_name_the_layout_and_order_the_unit_before_the_kubelet(converg
 
 
 def test_a_second_run_changes_nothing(converged):
-    node, _, calls, parted, second = converged
+    node, _, calls, parted, second, _ = converged
     assert second.returncode == 0, second.stdout + second.stderr
     assert "changed=0" in _recap(second), _recap(second)
     assert [call["argv"][0] for call in node.parted_calls()[len(parted) :]] == ["assert", "assert"]
     assert node.calls() == calls
 
 
-def test_a_layout_change_while_a_gpu_pod_runs_is_refused_with_every_file_unchanged(tmp_path):
-    node = Node(tmp_path)
-    assert node.converge("inference").returncode == 0
+def test_a_layout_change_while_a_gpu_pod_runs_is_refused_with_every_file_unchanged(inference_applied):
+    node = inference_applied
     before, calls, parted = node.files(), node.calls(), node.parted_calls()
     node.add_gpu_pod()
     refused = node.converge("training")
@@ -235,9 +253,8 @@ def test_a_layout_change_while_a_gpu_pod_runs_is_refused_with_every_file_unchang
     assert node.converge("inference").returncode == 0
 
 
-def test_check_mode_reports_a_layout_change_and_writes_nothing(tmp_path):
-    node = Node(tmp_path)
-    assert node.converge("inference").returncode == 0
+def test_check_mode_reports_a_layout_change_and_writes_nothing(inference_applied):
+    node = inference_applied
     before, parted = node.files(), node.parted_calls()
     checked = node.converge("training", "--check", "--diff")
     assert checked.returncode == 0, checked.stdout + checked.stderr
