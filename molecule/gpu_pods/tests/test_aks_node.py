@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from helpers import containerd_runtimes, digest, migrate, recap, rows, said, set_strategy, site
+import pytest
+from helpers import containerd_runtimes, digest, migrate, name, rows, said, said_to, set_strategy
 
 testinfra_hosts = ["ansible://gp-aks"]
 AKS_ENTRY = "nvidia-container-runtime (/usr/bin/nvidia-container-runtime)"
@@ -39,16 +40,15 @@ def test_keep_semantics_keeps_nvidias_entries_the_defaults_and_the_doctor_warns(
     assert "gpu (nvidia-container-runtime)" in checks["docker: default runtime"]["detail"]
 
 
-def test_without_keep_semantics_the_run_is_refused_naming_entries_and_binaries_and_changes_nothing(host):
-    before = digest(host)
-    result = site(host, {"nvidia_container_toolkit_keep_gpu_pod_access": False})
-    out = said(result)
-    assert result.returncode != 0, out[-4000:]
+@pytest.mark.stage(0)
+def test_without_keep_semantics_the_run_is_refused_naming_entries_and_binaries_and_changes_nothing(host, refused):
+    out = said_to(refused.stdout, name(host))  # the run is shared with the other nodes (conftest.py)
+    assert refused.returncode != 0, out[-4000:]
     assert "Refusing to change gp-aks" in out
     assert "docker's default runtime gpu (nvidia-container-runtime) -> runc" in out, out[-4000:]
     assert f"containerd's default runtime {AKS_ENTRY} -> runc" in out, out[-4000:]
-    assert recap(result.stdout)["gp-aks"]["failed"] == 1
-    assert digest(host) == before
+    assert refused.recap["gp-aks"]["failed"] == 1
+    assert digest(host) == refused.before[name(host)]
 
 
 def test_the_migration_refuses_to_isolate_while_the_plugin_is_on_envvar(host):

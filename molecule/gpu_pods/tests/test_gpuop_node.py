@@ -22,33 +22,32 @@ installer's kernel module check, which this kernel cannot pass: TEST STAND-INs).
 
 from __future__ import annotations
 
-from helpers import containerd_runtimes, digest, name, recap, rows, said, set_strategy, site
+import pytest
+from helpers import (
+    ENTRIES,
+    ENVVAR_KEY,
+    IGNORED_ENVVAR,
+    OPERATOR_CONFIG,
+    STARTED,
+    TOOLKIT,
+    containerd_runtimes,
+    digest,
+    failure_of,
+    name,
+    rows,
+    said,
+    said_to,
+    set_strategy,
+    site,
+    through,
+)
 
 testinfra_hosts = ["ansible://gp-gpuop"]
-TOOLKIT = "/usr/local/nvidia/toolkit/nvidia-container-runtime"
-OPERATOR_CONFIG = "/usr/local/nvidia/toolkit/.config/nvidia-container-runtime/config.toml"
 CONFIG = "/etc/containerd/config.toml"
 DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
-LOG = "/var/log/nvidia-container-runtime.log"  # only the Operator's config names it (prepare.yml)
-IMAGE = "docker.io/gpunode-test/busybox:latest"
-ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
-# NVIDIA's runtime's own lines (toolkit 1.20: internal/config/image/cuda_image.go, internal/runtime)
-IGNORED_ENVVAR = "Ignoring devices requested by environment variable(s) in unprivileged container"
-STARTED = "Create command detected; applying OCI specification modifications"
-ENTRIES = {"nvidia-cdi": f"{TOOLKIT}.cdi", "nvidia-legacy": f"{TOOLKIT}.legacy"}
 
 
-def through(host, binary: str, tag: str):
-    """An unprivileged container (ctr's default capabilities: no CAP_SYS_ADMIN) with NVIDIA_VISIBLE_DEVICES=all and no
-    device requested, run by containerd through `binary`: (its result, NVIDIA's runtime's log meanwhile)."""
-    offset = int(host.check_output(f"stat -c %s {LOG} 2>/dev/null || echo 0"))
-    run = host.run(
-        f"timeout 120 ctr run --rm --runtime io.containerd.runc.v2 --runc-binary {binary}"
-        f" --env NVIDIA_VISIBLE_DEVICES=all {IMAGE} gpuop-{tag} sh -c 'ls /dev'"
-    )
-    return run, host.check_output(f"tail -c +{offset + 1} {LOG} 2>/dev/null || true")
-
-
+@pytest.mark.stage(0)
 def test_before_site_an_unprivileged_container_through_nvidia_cdi_goes_for_every_gpu(host):
     """The door as the Operator leaves it (the fix taken out): NVIDIA's runtime, reading the Operator's config, takes
     the variable from an unprivileged container and goes for the GPUs (no driver here: the container fails where a
@@ -59,19 +58,19 @@ def test_before_site_an_unprivileged_container_through_nvidia_cdi_goes_for_every
     assert run.rc != 0, run.stdout
 
 
-def test_site_refuses_while_the_plugin_is_on_envvar_naming_nvidia_cdi_and_changes_nothing(host):
-    assert host.service("gp-standin-device-plugin").is_running
-    before = digest(host)
-    result = site(host)
-    out = said(result)
-    assert result.returncode != 0, out[-4000:]
+@pytest.mark.stage(0)
+def test_site_refuses_while_the_plugin_is_on_envvar_naming_nvidia_cdi_and_changes_nothing(host, refused):
+    assert refused.plugin_running[name(host)]
+    out = said_to(refused.stdout, name(host))  # the run is shared with the other nodes (conftest.py)
+    assert refused.returncode != 0, out[-4000:]
     assert "Refusing to change gp-gpuop: it runs NVIDIA's device plugin (standalone" in out, out[-4000:]
     assert f"containerd's default runtime nvidia-cdi ({TOOLKIT}.cdi) -> runc" in out, out[-4000:]
-    assert recap(result.stdout)["gp-gpuop"]["failed"] == 1
-    assert digest(host) == before
+    assert refused.recap["gp-gpuop"]["failed"] == 1
+    assert digest(host) == refused.before[name(host)]
     assert not host.package("nvidia-container-toolkit").is_installed
 
 
+@pytest.mark.stage(0)
 def test_a_container_with_gpus_by_the_envvar_is_refused_first_naming_it(host):
     set_strategy(host, "cdi-cri")
     assert host.run("systemctl start gp-standin-envvar-workload").rc == 0
@@ -89,10 +88,9 @@ def test_a_container_with_gpus_by_the_envvar_is_refused_first_naming_it(host):
         host.run("systemctl stop gp-standin-envvar-workload")
 
 
-def test_after_the_plugin_moved_to_cdi_cri_the_default_moves_and_the_operators_entries_stay(host):
-    result = site(host)
-    assert result.returncode == 0, result.stdout[-6000:]
-    out = said(result)  # said to the user: what the file holds and what was kept
+def test_after_the_plugin_moved_to_cdi_cri_the_default_moves_and_the_operators_entries_stay(host, converged):
+    assert not failure_of(converged, host), failure_of(converged, host)
+    out = converged.said  # said to the user: what the file holds and what was kept (gp-gpuop's paths only)
     assert f"NVIDIA's runtime is also registered as nvidia-cdi ({TOOLKIT}.cdi), nvidia-legacy" in out, out[-6000:]
     assert f"the default runtime was NVIDIA's runtime nvidia-cdi ({TOOLKIT}.cdi): it is no longer" in out
     # the Operator's config got the isolation keys, and the run said so with the setting that makes it last
@@ -105,7 +103,7 @@ def test_after_the_plugin_moved_to_cdi_cri_the_default_moves_and_the_operators_e
     for mode in ("cdi", "legacy"):
         assert runtimes[f"nvidia-{mode}"]["options"]["BinaryName"] == f"{TOOLKIT}.{mode}"
     assert runtimes["nvidia"]["options"]["SystemdCgroup"] is True
-    checks = rows(host)
+    checks = converged.rows[name(host)]
     assert checks["device plugin vs node"]["status"] == "ok", checks["device plugin vs node"]
     assert checks["containerd: default runtime"]["status"] == "ok", checks["containerd: default runtime"]
     for entry in ("nvidia", "nvidia-cdi", "nvidia-legacy"):
@@ -132,36 +130,30 @@ def test_no_runtime_left_registered_injects_into_an_unprivileged_container(host)
             assert "Injecting devices" not in log, (entry, log)
 
 
-def test_a_second_run_changes_nothing(host):
-    result = site(host)
-    assert result.returncode == 0, result.stdout[-4000:]
-    assert recap(result.stdout)[name(host)]["changed"] == 0, result.stdout[-8000:]
+@pytest.mark.stage(2)
+def test_a_second_run_changes_nothing(host, second_run):
+    assert not failure_of(second_run, host), failure_of(second_run, host)
+    assert second_run.recap[name(host)]["changed"] == 0, second_run.stdout[-8000:]
 
 
-def test_mutation_the_operators_config_accepting_the_envvar_again_fails_the_door_rows(host):
-    original = host.file(OPERATOR_CONFIG).content_string
-    closed = f"{ENVVAR_KEY} = false"
-    assert closed in original
-    mutated = original.replace(closed, f"{ENVVAR_KEY} = true")
-    try:
-        assert host.run(f"cat > {OPERATOR_CONFIG} <<'EOF'\n{mutated}EOF").rc == 0
-        run, log = through(host, ENTRIES["nvidia-cdi"], "reopened")
-        assert run.rc != 0 and IGNORED_ENVVAR not in log, (run.rc, log)  # the door is open again
-        result = site(host, None, "--tags", "validate")
-        assert result.returncode == 0, result.stdout[-4000:]
-        checks = rows(host)
-        for entry, binary in ENTRIES.items():
-            row = checks[f"door: containerd runtime {entry}"]
-            assert row["status"] == "fail", row
-            assert row["detail"].startswith(f"containerd runtime {entry} ({binary}) reads {OPERATOR_CONFIG}"), row
-            assert f"{ENVVAR_KEY} = true" in row["detail"], row
-            assert "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED" in row["fix"], row
-        assert checks["door: containerd runtime nvidia"]["status"] == "ok"  # the project's, on /etc's config
-    finally:
-        host.run(f"cat > {OPERATOR_CONFIG} <<'EOF'\n{original}EOF")
-    assert host.file(OPERATOR_CONFIG).content_string == original
+@pytest.mark.stage(3)
+def test_mutation_the_operators_config_accepting_the_envvar_again_fails_the_door_rows(host, door_mutations):
+    """ENVVAR_KEY = true by hand in the Operator's config, put back after the run (conftest.py)."""
+    run, log = door_mutations.reopened
+    assert run.rc != 0 and IGNORED_ENVVAR not in log, (run.rc, log)  # the door is open again
+    assert not failure_of(door_mutations.run, host), failure_of(door_mutations.run, host)
+    checks = door_mutations.run.rows[name(host)]
+    for entry, binary in ENTRIES.items():
+        row = checks[f"door: containerd runtime {entry}"]
+        assert row["status"] == "fail", row
+        assert row["detail"].startswith(f"containerd runtime {entry} ({binary}) reads {OPERATOR_CONFIG}"), row
+        assert f"{ENVVAR_KEY} = true" in row["detail"], row
+        assert "ACCEPT_NVIDIA_VISIBLE_DEVICES_ENVVAR_WHEN_UNPRIVILEGED" in row["fix"], row
+    assert checks["door: containerd runtime nvidia"]["status"] == "ok"  # the project's, on /etc's config
+    assert door_mutations.operator_config_restored
 
 
+@pytest.mark.stage(3)
 def test_mutation_nvidia_legacy_the_default_fails_the_doctors_default_runtime_row(host):
     original = host.file(CONFIG).content_string
     section = '[plugins."io.containerd.grpc.v1.cri".containerd]'
@@ -179,6 +171,7 @@ def test_mutation_nvidia_legacy_the_default_fails_the_doctors_default_runtime_ro
     assert host.file(CONFIG).content_string == original
 
 
+@pytest.mark.stage(3)
 def test_the_operators_handlers_in_its_dropin_are_refused_naming_every_entry(host):
     """Toolkit 1.18+ writes the handlers into /etc/containerd/conf.d/99-nvidia.toml, a copy of the whole CRI table,
     imported by config.toml (containerd 1.7 here: the imported table replaces the root's)."""
