@@ -4,24 +4,21 @@ errors, and the toolkit role without force skips it (no GPU) and says why."""
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 from playbook_runner import folded, run_playbook
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_run import check_run_on_every_node
+
 testinfra_hosts = ["ansible://site-fresh"]
 
 
 def test_check_mode_on_a_fresh_node_completes(host):
-    # site-fresh is kept out of gpu_nodes so converge never touches it; put it in for this run
-    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as extra:
-        extra.write("all:\n  children:\n    gpu_nodes:\n      hosts:\n        site-fresh:\n")
-    try:
-        run = run_playbook(host, SCENARIO / "converge.yml", None, "--check", "-i", extra.name)
-    finally:
-        Path(extra.name).unlink()
+    # site-fresh is kept out of gpu_nodes so converge never touches it; the shared run puts it in (check_run.py)
+    run = check_run_on_every_node(host)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     recap = [line for line in run.stdout.splitlines() if line.startswith("site-fresh ")]
     assert recap, run.stdout[-3000:]

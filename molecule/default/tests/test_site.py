@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -14,6 +15,9 @@ import pytest
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 from playbook_runner import run_playbook
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check_run import check_run_on_every_node
 
 testinfra_hosts = [
     "ansible://site-debian12",
@@ -103,18 +107,8 @@ def test_toolkit_hardening_is_in_place(host):
     assert "annotation-prefixes = []" in config  # no GPU by a pod's CDI annotation (CRI-O passes them on)
 
 
-_CHECK_RUN: dict[str, object] = {}
-
-
-def _check_run_on_all_nodes(host):
-    """One `--check` run of converge.yml on every converged node, shared by the hosts' tests."""
-    if "run" not in _CHECK_RUN:
-        _CHECK_RUN["run"] = run_playbook(host, SCENARIO / "converge.yml", None, "--check", "--limit", "gpu_nodes")
-    return _CHECK_RUN["run"]
-
-
 def test_check_mode_after_converge_changes_nothing(host):
-    run = _check_run_on_all_nodes(host)
+    run = check_run_on_every_node(host)  # one run with site-fresh's (check_run.py)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr
     recap = [line for line in run.stdout.splitlines() if line.startswith(_name(host) + " ")]
     assert recap and " changed=0 " in recap[-1] and " failed=0 " in recap[-1], recap
@@ -138,58 +132,12 @@ def test_containerds_cri_plugin_is_ok_and_the_doctor_checks_it(host):
         assert cri.runtime_ready()
 
 
-def test_the_doctor_fails_a_cri_plugin_that_did_not_load_and_warns_of_a_config_not_applied(host):
-    """Mutations of the node the doctor must catch: site-debian13's CRI plugin broken while containerd runs
-    (default_runtime_name naming a runtime that is not configured), and site-forky's config.toml written after
-    containerd started."""
-    if _name(host) not in ("site-debian13", "site-forky"):
-        return
-    config = "/etc/containerd/config.toml"
-    saved = host.check_output(f"base64 -w0 {config}")
-    try:
-        if _name(host) == "site-debian13":
-            host.check_output(
-                f"sed -i 's/^\\( *\\)default_runtime_name = .*/\\1default_runtime_name = \"gpunode-missing\"/' {config}"
-            )
-            if "gpunode-missing" not in host.file(config).content_string:
-                host.check_output(
-                    f"printf '%s\\n' '[plugins.\"io.containerd.grpc.v1.cri\".containerd]'"
-                    f" 'default_runtime_name = \"gpunode-missing\"' >> {config}"
-                )
-            host.check_output("systemctl restart containerd")
-        else:
-            # a modification time after containerd's start whatever the clock's resolution: two seconds ahead of now
-            # (containerd started in the past), instead of waiting a second and hoping the mtime moved on
-            host.check_output(f"touch -d @$(( $(date +%s) + 2 )) {config}")
-        run = run_playbook(
-            host, SCENARIO.parents[1] / "playbooks" / "validate.yml", {"gpu_validate_fail_on_error": False}
-        )
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-        checks = _checks(host)
-        if _name(host) == "site-debian13":
-            cri = checks["containerd: CRI plugin"]
-            assert cri["status"] == "fail", cri
-            assert "CRI plugin did not load" in cri["detail"], cri
-        else:
-            live = checks["containerd: running config"]
-            assert live["status"] == "warn", live
-            assert "was written after containerd started" in live["detail"], live
-    finally:
-        host.check_output(f"echo {saved} | base64 -d > {config}")
-        host.check_output("systemctl restart containerd")
-        run_playbook(host, SCENARIO.parents[1] / "playbooks" / "validate.yml", {"gpu_validate_fail_on_error": False})
-
-
-def test_site_yml_ran_on_the_oldest_target_python(host):
-    """site-debian11's python3 is 3.9: every node-side module of site.yml ran there (the doctor's report
-    above exists and has no failure), so the 3.9 compatibility is proven on a real run, not only by import."""
-    if _name(host) != "site-debian11":
-        return
-    version = host.check_output("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
-    assert version == "3.9", version
-    assert json.loads(host.file(REPORT).content_string)["summary"]["fail"] == 0
-
-
+MUTATED = ("site-debian13", "site-forky")
+CONFIG = "/etc/containerd/config.toml"
+NVIDIA_BINARY = "/usr/bin/nvidia-container-runtime"
+VALIDATE = SCENARIO.parents[1] / "playbooks" / "validate.yml"
+NO_FAIL = {"gpu_validate_fail_on_error": False}
+REPORT_BASE, EXTS = REPORT.removesuffix(".json"), ("json", "txt")
 PRIVILEGED_STANDIN = SCENARIO / "files" / "nvidia-container-runtime-privileged-standin"
 # The mutation: default_runtime_name = nvidia in config.toml (v2 or v3), whether or not the file names a default.
 MAKE_NVIDIA_CRIS_DEFAULT = r"""
@@ -211,54 +159,161 @@ open(path, "w").write(text)
 SYS_ADMIN_ROW = "containerd: GPU isolation (default, CAP_SYS_ADMIN)"
 
 
+_MUTATIONS: dict[str, object] = {}
+
+
+def _node(host, name: str):
+    """The testinfra host of another node of this scenario, reached as the test's own."""
+    import testinfra
+
+    backend = host.backend  # the options pytest-testinfra made the test's host with (testinfra/plugin.py)
+    options = ("ssh_config", "ssh_identity_file", "sudo", "sudo_user", "ansible_inventory", "force_ansible")
+    return testinfra.get_host(f"ansible://{name}", **{option: getattr(backend, option) for option in options})
+
+
+def _break_debian13s_cri_plugin(node) -> None:
+    """default_runtime_name naming a runtime that is not configured, containerd restarted on it."""
+    node.check_output(
+        f"sed -i 's/^\\( *\\)default_runtime_name = .*/\\1default_runtime_name = \"gpunode-missing\"/' {CONFIG}"
+    )
+    if "gpunode-missing" not in node.file(CONFIG).content_string:
+        node.check_output(
+            f"printf '%s\\n' '[plugins.\"io.containerd.grpc.v1.cri\".containerd]'"
+            f" 'default_runtime_name = \"gpunode-missing\"' >> {CONFIG}"
+        )
+    node.check_output("systemctl restart containerd")
+
+
+def _doctor(host, nodes: tuple[str, ...], pretend_gpu_on_forky: bool):
+    """playbooks/validate.yml over these nodes; site-forky alone pretends a GPU with an inventory host variable
+    (gpu_validate's has_gpu is `__gpu_validate_has_gpu | default(omit)`, which nothing else sets) while the other
+    node of the run keeps its own answer."""
+    args = ["--limit", ",".join(nodes)]
+    if not pretend_gpu_on_forky:
+        return run_playbook(host, VALIDATE, NO_FAIL, *args)
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as extra:
+        extra.write("all:\n  hosts:\n    site-forky:\n      __gpu_validate_has_gpu: true\n")
+    try:
+        return run_playbook(host, VALIDATE, NO_FAIL, "-i", extra.name, *args)
+    finally:
+        Path(extra.name).unlink()
+
+
+def _doctor_mutations(host) -> dict[str, object]:
+    """The doctor's mutation runs of site-debian13 and site-forky, made once by the first test that asks, each
+    result kept for the test whose claim it is (two tests used seven runs of the doctor, 268 s in CI; now three):
+
+    1. both nodes side by side: debian13's CRI plugin broken; on forky config.toml touched after containerd started,
+       a GPU pretended and the TEST STAND-IN bind-mounted over NVIDIA's binary while runc is CRI's default (the
+       touch is read by the `running config` row only, the stand-in and the pretended GPU by the GPU isolation rows);
+    2. forky alone, GPU pretended: default_runtime_name = nvidia;
+    3. both restored (config.toml byte for byte, containerd restarted, the stand-in unmounted), no GPU pretended:
+       the nodes' own reports again; then site.yml's reports put back byte for byte (testinfra runs a module's tests
+       host by host: site-forky's other tests come after this, which the first site-debian13 test starts)."""
+    if _MUTATIONS:
+        return _MUTATIONS
+    import base64
+
+    nodes = {name: _node(host, name) for name in MUTATED}
+    forky = nodes["site-forky"]
+    saved = {name: node.check_output(f"base64 -w0 {CONFIG}") for name, node in nodes.items()}
+    # site.yml's reports (validate.json and .txt), put back at the end: the two nodes' other tests read the converge's
+    reports = {
+        (name, ext): node.check_output(f"base64 -w0 {REPORT_BASE}.{ext}")
+        for name, node in nodes.items()
+        for ext in EXTS
+    }
+    standin = base64.b64encode(PRIVILEGED_STANDIN.read_bytes()).decode()
+    try:
+        _break_debian13s_cri_plugin(nodes["site-debian13"])
+        forky.check_output(f"echo {standin} | base64 -d > /usr/local/sbin/nvidia-privileged-standin")
+        forky.check_output("chmod 0755 /usr/local/sbin/nvidia-privileged-standin")
+        forky.check_output(f"mount --bind /usr/local/sbin/nvidia-privileged-standin {NVIDIA_BINARY}")
+        # a modification time after containerd's start whatever the clock's resolution: two seconds ahead of now
+        # (containerd started in the past), instead of waiting a second and hoping the mtime moved on
+        forky.check_output(f"touch -d @$(( $(date +%s) + 2 )) {CONFIG}")
+        _MUTATIONS["run"] = run = _doctor(host, MUTATED, pretend_gpu_on_forky=True)
+        if run.returncode == 0:
+            _MUTATIONS.update({name: _checks(node) for name, node in nodes.items()})
+
+        mutation = base64.b64encode(MAKE_NVIDIA_CRIS_DEFAULT.encode()).decode()
+        forky.check_output(f"echo {mutation} | base64 -d | python3 - {CONFIG}")
+        forky.check_output("systemctl restart containerd")
+        _MUTATIONS["nvidia default dump"] = forky.check_output("containerd config dump")
+        _MUTATIONS["nvidia default run"] = run = _doctor(host, ("site-forky",), pretend_gpu_on_forky=True)
+        if run.returncode == 0:
+            _MUTATIONS["nvidia default"] = _checks(forky)
+    finally:
+        forky.run(f"umount {NVIDIA_BINARY} && rm -f /usr/local/sbin/nvidia-privileged-standin")
+        for name, node in nodes.items():
+            node.check_output(f"echo {saved[name]} | base64 -d > {CONFIG}")
+            node.check_output("systemctl restart containerd")
+        _doctor(host, MUTATED, pretend_gpu_on_forky=False)
+        _MUTATIONS["restored"] = _checks(forky)
+        for (name, ext), text in reports.items():
+            nodes[name].check_output(f"echo {text} | base64 -d > {REPORT_BASE}.{ext}")
+    return _MUTATIONS
+
+
+def test_the_doctor_fails_a_cri_plugin_that_did_not_load_and_warns_of_a_config_not_applied(host):
+    """Mutations of the node the doctor must catch: site-debian13's CRI plugin broken while containerd runs
+    (default_runtime_name naming a runtime that is not configured), and site-forky's config.toml written after
+    containerd started (run 1 of _doctor_mutations)."""
+    if _name(host) not in MUTATED:
+        return
+    mutated = _doctor_mutations(host)
+    run = mutated["run"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    checks = mutated[_name(host)]
+    if _name(host) == "site-debian13":
+        cri = checks["containerd: CRI plugin"]
+        assert cri["status"] == "fail", cri
+        assert "CRI plugin did not load" in cri["detail"], cri
+    else:
+        live = checks["containerd: running config"]
+        assert live["status"] == "warn", live
+        assert "was written after containerd started" in live["detail"], live
+
+
+def test_site_yml_ran_on_the_oldest_target_python(host):
+    """site-debian11's python3 is 3.9: every node-side module of site.yml ran there (the doctor's report
+    above exists and has no failure), so the 3.9 compatibility is proven on a real run, not only by import."""
+    if _name(host) != "site-debian11":
+        return
+    version = host.check_output("python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
+    assert version == "3.9", version
+    assert json.loads(host.file(REPORT).content_string)["summary"]["fail"] == 0
+
+
 def test_the_doctor_runs_a_sys_admin_container_through_cris_default_runtime_and_fails_when_nvidia_is_it(host):
     """Issue 13 item 5 on containerd 2.1: a FUSE pod (CAP_SYS_ADMIN) without a RuntimeClass gets CRI's default
     runtime. With a GPU pretended and the nvidia binary behaving like NVIDIA's with a privileged container on a
     GPU machine (a TEST STAND-IN bind-mounted over NVIDIA's real binary for this test only: without a driver the
     real runtime fails such a container instead of handing it devices), the doctor's row is ok while runc is CRI's
-    default, and fails once default_runtime_name is nvidia (ctr's own default stays runc all along)."""
+    default, and fails once default_runtime_name is nvidia (ctr's own default stays runc all along). The runs:
+    _doctor_mutations (1: runc CRI's default, 2: nvidia, 3: restored)."""
     if _name(host) != "site-forky":
         return
-    import base64
+    mutated = _doctor_mutations(host)
+    run = mutated["run"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    row = mutated["site-forky"][SYS_ADMIN_ROW]
+    assert row["status"] == "ok", row
+    assert "through CRI's default runtime runc (io.containerd.runc.v2, runc): no /dev/nvidia*" in row["detail"]
 
-    config = "/etc/containerd/config.toml"
-    binary = "/usr/bin/nvidia-container-runtime"
-    standin = base64.b64encode(PRIVILEGED_STANDIN.read_bytes()).decode()
-    saved = host.check_output(f"base64 -w0 {config}")
-    pretend_gpu = {"gpu_validate_fail_on_error": False, "__gpu_validate_has_gpu": True}
-    validate = SCENARIO.parents[1] / "playbooks" / "validate.yml"
-    try:
-        host.check_output(f"echo {standin} | base64 -d > /usr/local/sbin/nvidia-privileged-standin")
-        host.check_output("chmod 0755 /usr/local/sbin/nvidia-privileged-standin")
-        host.check_output(f"mount --bind /usr/local/sbin/nvidia-privileged-standin {binary}")
-
-        run = run_playbook(host, validate, pretend_gpu)
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-        row = _checks(host)[SYS_ADMIN_ROW]
-        assert row["status"] == "ok", row
-        assert "through CRI's default runtime runc (io.containerd.runc.v2, runc): no /dev/nvidia*" in row["detail"]
-
-        mutation = base64.b64encode(MAKE_NVIDIA_CRIS_DEFAULT.encode()).decode()
-        host.check_output(f"echo {mutation} | base64 -d | python3 - {config}")
-        host.check_output("systemctl restart containerd")
-        dump = host.check_output("containerd config dump")
-        assert "default_runtime_name = 'nvidia'" in dump or 'default_runtime_name = "nvidia"' in dump, "no mutation"
-        run = run_playbook(host, validate, pretend_gpu)
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-        checks = _checks(host)
-        row = checks[SYS_ADMIN_ROW]
-        assert row["status"] == "fail", row
-        assert f"through CRI's default runtime nvidia (io.containerd.runc.v2, {binary}) sees 2" in row["detail"], row
-        assert "RuntimeClass nvidia" in row["fix"], row
-        # the unprivileged containers through the nvidia binary still see nothing (hardened config)
-        unprivileged = checks["containerd: GPU isolation (nvidia)"]
-        assert unprivileged["status"] == "ok", unprivileged
-    finally:
-        host.run(f"umount {binary} && rm -f /usr/local/sbin/nvidia-privileged-standin")
-        host.check_output(f"echo {saved} | base64 -d > {config}")
-        host.check_output("systemctl restart containerd")
-        run_playbook(host, validate, {"gpu_validate_fail_on_error": False})
-    assert _checks(host)[SYS_ADMIN_ROW]["status"] == "skipped"  # no GPU: the node's own report again
+    dump = mutated["nvidia default dump"]
+    assert "default_runtime_name = 'nvidia'" in dump or 'default_runtime_name = "nvidia"' in dump, "no mutation"
+    run = mutated["nvidia default run"]
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    checks = mutated["nvidia default"]
+    row = checks[SYS_ADMIN_ROW]
+    assert row["status"] == "fail", row
+    assert f"through CRI's default runtime nvidia (io.containerd.runc.v2, {NVIDIA_BINARY}) sees 2" in row["detail"], row
+    assert "RuntimeClass nvidia" in row["fix"], row
+    # the unprivileged containers through the nvidia binary still see nothing (hardened config)
+    unprivileged = checks["containerd: GPU isolation (nvidia)"]
+    assert unprivileged["status"] == "ok", unprivileged
+    assert mutated["restored"][SYS_ADMIN_ROW]["status"] == "skipped"  # no GPU: the node's own report again
 
 
 def test_crio_runs_the_dropin_copied_from_its_own_config_and_serves_both_handlers(host):
