@@ -15,6 +15,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from tests.doctor_params import shared_doctor_params
 
@@ -24,10 +26,17 @@ LOADED = "570.00.00-standin"  # the simulated driver (roles/standin_simulated_dr
 ROLE_CONFIG = "/etc/nvidia-mig-manager/gpu-node-provisioning-config.yaml"
 
 
-def doctor(host, driver_version: str = LOADED) -> dict:
+@pytest.fixture(scope="module")
+def node_facts(host) -> dict:
+    """The node's facts, read once for the module: the rows take from them only has_gpu, the path of nvidia-smi and
+    the driver (which doctor() replaces); they read /dev, the CDI spec, nvidia-smi and the MIG manager themselves on
+    every call, so a mutation below is seen without reading the facts again (an ansible call each, 4-8 s)."""
+    return host.ansible("gpu_node_facts", check=False)["ansible_facts"]["gpu_node"]
+
+
+def doctor(host, facts: dict, driver_version: str = LOADED) -> dict:
     """The rows "CDI spec" and "MIG" of gpu_validate_checks, with the node's facts and the simulated driver."""
-    facts = host.ansible("gpu_node_facts", check=False)["ansible_facts"]["gpu_node"]
-    facts["driver"] = {"loaded": True, "version": driver_version}
+    facts = {**facts, "driver": {"loaded": True, "version": driver_version}}
     args = {
         "families": ["cdi", "mig"],
         "node": facts,
@@ -75,31 +84,31 @@ def test_the_unit_reads_the_roles_layouts_and_selects_the_layout(host):
     assert host.check_output("systemctl is-enabled nvidia-mig-manager.service") == "enabled"
 
 
-def test_the_doctor_passes_the_cdi_spec_and_the_mig_layout_after_the_roles_ran(host):
-    rows = doctor(host)
+def test_the_doctor_passes_the_cdi_spec_and_the_mig_layout_after_the_roles_ran(host, node_facts):
+    rows = doctor(host, node_facts)
     assert rows["CDI spec"]["status"] == "ok", rows["CDI spec"]
     assert f"driver {LOADED} loaded" in rows["CDI spec"]["detail"]
     assert rows["MIG"]["status"] == "ok", rows["MIG"]
     assert rows["MIG"]["detail"] == "layout inference on 1 of 1 GPU(s)"
 
 
-def test_a_device_node_with_another_major_fails_the_cdi_spec_row(host):
+def test_a_device_node_with_another_major_fails_the_cdi_spec_row(host, node_facts):
     with changed_device_node(host, "nvidia-uvm", 510, 0, restore=(511, 0)):
-        row = doctor(host)["CDI spec"]
+        row = doctor(host, node_facts)["CDI spec"]
     assert row["status"] == "fail", row
     assert "/dev/nvidia-uvm is 510:0 in /dev, 511:0 in the spec" in row["detail"]
-    assert doctor(host)["CDI spec"]["status"] == "ok"
+    assert doctor(host, node_facts)["CDI spec"]["status"] == "ok"
 
 
-def test_another_loaded_driver_fails_the_cdi_spec_row(host):
-    row = doctor(host, driver_version="580.95.05")["CDI spec"]
+def test_another_loaded_driver_fails_the_cdi_spec_row(host, node_facts):
+    row = doctor(host, node_facts, driver_version="580.95.05")["CDI spec"]
     assert row["status"] == "fail", row
     assert f"generated for driver {LOADED}, but 580.95.05 is loaded" in row["detail"]
 
 
-def test_a_gpu_in_another_layout_fails_the_mig_row(host):
+def test_a_gpu_in_another_layout_fails_the_mig_row(host, node_facts):
     with applied_layout(host, "all-disabled"):
-        row = doctor(host)["MIG"]
+        row = doctor(host, node_facts)["MIG"]
     assert row["status"] == "fail", row
     assert "layout inference: GPU 0: MIG mode disabled, wanted enabled" in row["detail"]
-    assert doctor(host)["MIG"]["status"] == "ok"
+    assert doctor(host, node_facts)["MIG"]["status"] == "ok"
