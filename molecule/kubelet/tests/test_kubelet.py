@@ -10,20 +10,23 @@ bad variables and check that each one fails before anything on the node changes.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import testinfra
 import yaml
 
 SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 from fuse_probes import ESCAPE, MOUNT_AND_READ
-from playbook_runner import run_playbook
+from playbook_runner import recap, run_playbook_on_nodes
 
 MAIN_CONFIG = "/var/lib/kubelet/config.yaml"
 DROPIN_DIR = "/etc/kubernetes/kubelet.conf.d"
@@ -304,10 +307,61 @@ def test_the_running_kubelet_is_the_last_start_and_healthy(host):
 # --- reruns with other variables -----------------------------------------------------------------------------
 
 
-def _playbook(host, extra_vars: dict, *args: str) -> subprocess.CompletedProcess:
-    """converge.yml against this host, with its output free of colour codes (molecule forces colour)."""
-    run = run_playbook(host, SCENARIO / "converge.yml", extra_vars, *args)
-    run.stdout = ANSI_ESCAPE.sub("", run.stdout)
+NODES = ("kl-debian12", "kl-debian13")
+
+
+@dataclass
+class SharedRun:
+    """converge.yml once on both nodes with the same extra variables, and what each node showed before it."""
+
+    run: subprocess.CompletedProcess
+    before: dict  # node -> _files_with_mode_and_owner (sha256 of every file the role could write, modes, owners)
+    starts: dict  # node -> the stand-in kubelet's starts so far
+
+    def printed_for(self, hostname: str) -> str:
+        """What the run printed about one node: its result lines with the lines indented under them, and the lines
+        printed just before each (a task's --diff comes before the node's "changed:" line)."""
+        said, pending, result_of = [], [], None  # result_of: the node whose result the indented lines continue
+        for line in self.run.stdout.splitlines():
+            result = re.match(r"^[a-z]+: \[([^\]\s]+)", line)
+            if result:
+                result_of = result.group(1)
+                if result_of == hostname:
+                    said += [*pending, line]
+                pending = []
+            elif result_of is not None and line[:1].isspace():
+                if result_of == hostname:
+                    said.append(line)
+            elif line.startswith(("TASK [", "RUNNING HANDLER [", "PLAY")):
+                pending, result_of = [], None
+            else:
+                pending.append(line)
+                result_of = None
+        return "\n".join(said)
+
+
+@pytest.fixture(scope="module")
+def shared_run():
+    """A bad input, an unknown field or a refused setting is run on both nodes at once (one ansible-playbook run,
+    the nodes side by side) by the first node's test; each node's test reads its own results and files."""
+    runs = {}
+
+    def run(key: str, extra_vars: dict, *args: str) -> SharedRun:
+        if key not in runs:
+            nodes = {
+                name: testinfra.get_host(f"ansible://{name}", ansible_inventory=os.environ["MOLECULE_INVENTORY_FILE"])
+                for name in NODES
+            }
+            before = {name: _files_with_mode_and_owner(node) for name, node in nodes.items()}
+            starts = {name: len(_starts(node)) for name, node in nodes.items()}
+            # rerun_node_vars is unused by converge.yml: both nodes get extra_vars
+            done = run_playbook_on_nodes(
+                SCENARIO / "converge.yml", {name: {} for name in NODES}, "-e", json.dumps(extra_vars), *args
+            )
+            done.stdout = ANSI_ESCAPE.sub("", done.stdout)
+            runs[key] = SharedRun(done, before, starts)
+        return runs[key]
+
     return run
 
 
@@ -398,12 +452,13 @@ BAD_INPUTS = {
 
 
 @pytest.mark.parametrize("case", list(BAD_INPUTS))
-def test_a_bad_input_fails_with_its_message_and_changes_nothing(host, case):
+def test_a_bad_input_fails_with_its_message_and_changes_nothing(host, case, shared_run):
     extra_vars, refused_by, message = BAD_INPUTS[case]
-    before, starts = _snapshot(host), len(_starts(host))
-    run = _playbook(host, extra_vars)
+    hostname = host.backend.get_hostname()
+    shared = shared_run(f"bad input {case}", extra_vars)
+    run, (before, _modes), starts = shared.run, shared.before[hostname], shared.starts[hostname]
     assert run.returncode != 0, run.stdout
-    task, result = _failure(run, host.backend.get_hostname())
+    task, result = _failure(run, hostname)
     assert task.startswith(refused_by), task
     if "must be a" in message:
         assert [problem for problem in result["msg"] if problem.startswith(message)], result["msg"]
@@ -414,13 +469,14 @@ def test_a_bad_input_fails_with_its_message_and_changes_nothing(host, case):
 
 
 @pytest.mark.parametrize("variable", ["kubelet_config", "kubelet_config_passthrough"])
-def test_a_field_the_role_does_not_know_is_written_as_given(host, variable):
+def test_a_field_the_role_does_not_know_is_written_as_given(host, variable, shared_run):
     # no copy of the upstream field list: the kubelet's own decoding judges the name; --check --diff changes nothing
-    before, starts = _snapshot(host), len(_starts(host))
-    run = _playbook(host, {variable: {"maxPodz": 110}}, "--check", "--diff")
+    hostname = host.backend.get_hostname()
+    shared = shared_run(f"unknown field in {variable}", {variable: {"maxPodz": 110}}, "--check", "--diff")
+    run, (before, _modes), starts = shared.run, shared.before[hostname], shared.starts[hostname]
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "+maxPodz: 110" in run.stdout, run.stdout
-    assert "changed=1" in run.stdout, run.stdout
+    assert "+maxPodz: 110" in shared.printed_for(hostname), run.stdout
+    assert recap(run.stdout)[hostname]["changed"] == 1, run.stdout
     assert _snapshot(host) == before
     assert len(_starts(host)) == starts, "check mode restarted the kubelet"
 
@@ -431,19 +487,20 @@ def _files_with_mode_and_owner(host) -> tuple[dict, str]:
     return _snapshot(host), listing
 
 
-def test_a_setting_the_kubelet_refuses_is_rolled_back_and_the_kubelet_runs_its_old_files(host):
+def test_a_setting_the_kubelet_refuses_is_rolled_back_and_the_kubelet_runs_its_old_files(host, shared_run):
     """The restart is a transaction: the stand-in refuses a feature gate it does not know (as the kubelet's
     featuregate does); the role restores every file it changed (the configuration and /etc/default/kubelet),
     restarts the kubelet, which runs its old files again, and fails the node with the reason and the journal."""
-    before, starts = _files_with_mode_and_owner(host), len(_starts(host))
     extra_vars = {
         "kubelet_feature_gates": {**OUR_FIELDS["featureGates"], "UnknownGpuNodeGate": True},
         "kubelet_node_labels": {**USER_LABELS, "example.com/canary": "yes"},
         "kubelet_healthz_timeout": 15,
     }
-    run = _playbook(host, extra_vars)
+    hostname = host.backend.get_hostname()
+    shared = shared_run("a refused feature gate", extra_vars)
+    run, before, starts = shared.run, shared.before[hostname], shared.starts[hostname]
     assert run.returncode != 0, run.stdout
-    task, result = _failure(run, host.backend.get_hostname())
+    task, result = _failure(run, hostname)
     # the shared restart transaction's last task (roles/gpu_node_facts/tasks/restart_transaction.yml), as the kubelet's
     assert task.startswith("kubelet : Fail the node with why it did not come back: the kubelet"), task
     message = result["msg"]
