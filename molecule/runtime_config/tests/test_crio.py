@@ -61,7 +61,8 @@ def _pod(host, handler: str) -> tuple[str | None, str | None, bool]:
 
 
 def _converge(host, extra_vars: dict | None = None, *args: str):
-    return run_playbook(host, SCENARIO / "converge.yml", extra_vars, *args)
+    """runtime_config on rc-crio as the toolkit role calls it (crio_runtime.yml: the role alone, its claims here)."""
+    return run_playbook(host, SCENARIO / "crio_runtime.yml", extra_vars, *args)
 
 
 def test_the_dropin_is_the_default_runtimes_entry_from_the_real_crio_config_with_only_the_binary_replaced(host):
