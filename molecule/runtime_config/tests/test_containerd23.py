@@ -41,6 +41,18 @@ RUNTIME = "/usr/bin/nvidia-container-runtime"
 CRI = "io.containerd.cri.v1.runtime"  # version 4 keeps version 3's table names
 REPORT = "/var/lib/gpu-node-provisioning/validate.json"
 DROPIN_METHOD = {"runtime_config_containerd_method": "dropin"}
+NODES = ("rc-debian12", "rc-debian13", "rc-forky", "rc-ubuntu2204", "rc-crio", "rc-containerd23")
+
+
+def _changed_tasks(stdout: str) -> list[str]:
+    """'<host>: <task>' of each task that changed, as molecule's idempotence step names them."""
+    task, changed = "", []
+    for line in stdout.splitlines():
+        if line.startswith("TASK ["):
+            task = line[len("TASK [") :].rsplit("]", 1)[0]
+        elif line.startswith("changed: ["):
+            changed.append(f"{line[len('changed: [') :].split(']', 1)[0]}: {task}")
+    return changed
 
 
 def _changed_nothing(run) -> None:
@@ -81,7 +93,13 @@ def test_check_diff_shows_the_change_and_writes_nothing_then_a_second_run_change
     assert recap(run.stdout)["rc-containerd23"]["changed"] >= 1
     assert host.file(CONFIG).sha256sum == config
     assert started_at(host) == started, "check mode restarted containerd"
-    _changed_nothing(run_playbook(host, SCENARIO / "converge.yml"))
+    # the second run is the scenario's idempotence check too (molecule.yml has no idempotence step): converge.yml
+    # again over every node, as converged, changed=0 on each
+    run = run_playbook(host, SCENARIO / "converge.yml", None, "--limit", "all")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
+    counts = recap(run.stdout)
+    assert set(counts) == set(NODES), run.stdout[-3000:]
+    assert not [name for name in NODES if counts[name]["changed"]], f"not idempotent: {_changed_tasks(run.stdout)}"
     assert host.file(CONFIG).sha256sum == config and started_at(host) == started
 
 

@@ -61,7 +61,8 @@ def _pod(host, handler: str) -> tuple[str | None, str | None, bool]:
 
 
 def _converge(host, extra_vars: dict | None = None, *args: str):
-    return run_playbook(host, SCENARIO / "converge.yml", extra_vars, *args)
+    """runtime_config on rc-crio as the toolkit role calls it (crio_runtime.yml: the role alone, its claims here)."""
+    return run_playbook(host, SCENARIO / "crio_runtime.yml", extra_vars, *args)
 
 
 def test_the_dropin_is_the_default_runtimes_entry_from_the_real_crio_config_with_only_the_binary_replaced(host):
@@ -243,35 +244,50 @@ def test_the_doctor_fails_nvidia_as_crio_default_and_the_sys_admin_pod_that_then
         host.check_output(f"rm -f {admin}; systemctl restart crio")
 
 
-def test_the_doctor_fails_a_handler_the_running_crio_lacks_and_a_container_that_does_not_run(host):
-    # the running daemon without the nvidia handler, while the file has it (a restart never made)
-    host.check_output(f"mv {DROPIN} /root/99-nvidia.conf && systemctl restart crio && mv /root/99-nvidia.conf {DROPIN}")
+@pytest.fixture(scope="module")
+def broken_crio_doctor(host):
+    """Two faults of the running CRI-O at once, one doctor run, one pair of restarts (the rows read apart: the CRI
+    row `crictl info`, the running-config row `crio status config`): the running daemon without the nvidia handler
+    while the file has it (a restart never made), and no CNI network (CRI-O runs, but its CRI says NetworkReady
+    false, and the kubelet would report NotReady). Then both undone (CRI-O restarted) and one more doctor run with
+    NVIDIA's binary failing: its `container via nvidia` row, and the CRI row back to ok.
+    (the rows of the broken run, the rows of the run after)"""
+    conf = "/etc/cni/net.d/10-gpunode-test.conflist"
+    aside = f"/root/{conf.rsplit('/', 1)[1]}"
     try:
-        checks = _doctor(host)
-        row = checks["crio: running config"]
-        assert row["status"] == "fail", row
-        assert "the running CRI-O has no nvidia runtime handler" in row["detail"], row
-        assert checks["crio: nvidia runtime"]["status"] == "ok"  # the files have it
+        host.check_output(
+            f"mv {conf} {aside} && mv {DROPIN} /root/99-nvidia.conf && systemctl restart crio"
+            f" && mv /root/99-nvidia.conf {DROPIN}"
+        )
+        broken = _doctor(host)
     finally:
-        host.check_output("systemctl restart crio")
+        host.check_output(
+            f"{{ test -e {DROPIN} || mv /root/99-nvidia.conf {DROPIN}; }} && {{ test -e {conf} || mv {aside} {conf}; }}"
+            " && systemctl restart crio"
+        )
     # the nvidia binary fails: the pod through the nvidia handler does not run
     host.check_output(f"mount --bind /bin/false {RUNTIME}")
     try:
-        row = _doctor(host)["crio: container via nvidia"]
-        assert row["status"] == "fail", row
+        after = _doctor(host)
     finally:
         host.run(f"umount {RUNTIME}")
+    return broken, after
 
 
-def test_the_doctor_fails_a_cri_that_is_not_ready(host):
+def test_the_doctor_fails_a_handler_the_running_crio_lacks_and_a_container_that_does_not_run(broken_crio_doctor):
+    broken, after = broken_crio_doctor
+    row = broken["crio: running config"]
+    assert row["status"] == "fail", row
+    assert "the running CRI-O has no nvidia runtime handler" in row["detail"], row
+    assert broken["crio: nvidia runtime"]["status"] == "ok"  # the files have it
+    row = after["crio: container via nvidia"]
+    assert row["status"] == "fail", row
+
+
+def test_the_doctor_fails_a_cri_that_is_not_ready(broken_crio_doctor):
     """No CNI network: CRI-O runs, but its CRI says NetworkReady false, and the kubelet would report NotReady."""
-    conf = "/etc/cni/net.d/10-gpunode-test.conflist"
-    host.check_output(f"mv {conf} /root/")
-    try:
-        host.check_output("systemctl restart crio")
-        row = _doctor(host)["crio: CRI"]
-        assert row["status"] == "fail", row
-        assert "NetworkReady is false" in row["detail"], row
-    finally:
-        host.check_output(f"mv /root/{conf.rsplit('/', 1)[1]} {conf} && systemctl restart crio")
-    assert _doctor(host)["crio: CRI"]["status"] == "ok"
+    broken, after = broken_crio_doctor
+    row = broken["crio: CRI"]
+    assert row["status"] == "fail", row
+    assert "NetworkReady is false" in row["detail"], row
+    assert after["crio: CRI"]["status"] == "ok"

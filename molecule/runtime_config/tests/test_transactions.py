@@ -1,11 +1,14 @@
 """runtime_config's restart transaction judged by what the kubelet sees (issue 12), on all four nodes at once.
 
-Each test drives the role once against rc-debian12, rc-debian13, rc-forky and rc-ubuntu2204 (containerd 1.6,
+Each test drives the role against rc-debian12, rc-debian13, rc-forky and rc-ubuntu2204 (containerd 1.6,
 1.7, 2.1, and Ubuntu 22.04's 2.2 under systemd 249) and checks every node: --check --diff, a changed setting,
-a refused binary path, nvidia as the default and back, a change written but not applied, a CRI plugin that does
-not load (rolled back byte for byte), a large config (not rolled back), and where the backups went. The tests
-run in this order; the third one gives config.toml mode 0600 (as when it holds registry passwords), and the
-later ones check that the role keeps it.
+a rollback on one node that lets the others go on, a refused binary path, a change written but not applied, a CRI
+plugin that does not load (rolled back byte for byte), nvidia as the default and back, a large config (not rolled
+back), and where the backups went. Runs shared by two tests (module fixtures): the changed setting reaches three
+nodes in the run where rc-debian12's docker refuses its setting, and rc-debian12 in a run of its own after it; the
+run that takes nvidia's default away is the large config's run. The tests run in this order; the one of the
+refused binary gives config.toml mode 0600 (as when it holds registry passwords), and the later ones check that
+the role keeps it.
 """
 
 from __future__ import annotations
@@ -105,23 +108,95 @@ def test_check_diff_shows_the_change_and_writes_nothing(host, nodes):
         assert node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic") == started[name]
 
 
-def test_a_changed_setting_changes_only_that_key(host, nodes):
-    before = {name: (_json(node), node.file(CONFIG).content_string) for name, node in nodes.items()}
-    started = {
-        name: node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic")
-        for name, node in nodes.items()
-    }
+def _docker_started(node) -> str:
+    return node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic")
+
+
+@pytest.fixture(scope="module")
+def docker_setting_runs(host, nodes):
+    """test_a_changed_setting_changes_only_that_key's change (a docker label) on every node, in two runs, the first
+    shared with test_a_rollback_on_one_host_lets_the_other_hosts_go_on: it gives rc-debian12 a setting dockerd
+    refuses (rolled back, that node failed) and the other three nodes the label (they go on); the second run gives
+    rc-debian12 the label, from where the first left it. What each test checks is read right after its run."""
     token = uuid.uuid4().hex
-    run, _recap = _run_all(host, _labels(token))
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-    for name, node in nodes.items():
-        before_json, before_toml = before[name]
-        after = _json(node)
-        assert after == {**before_json, "labels": [f"gpunode.test/run={token}"]}
+    label = f"gpunode.test/run={token}"
+    before = {
+        name: (_json(node), node.file(CONFIG).content_string, _docker_started(node)) for name, node in nodes.items()
+    }
+    first = nodes["rc-debian12"]
+    original = first.file(DAEMON_JSON).content_string
+    settings = (
+        "{{ {'hosts': ['unix:///run/gpunode-test.sock']} if inventory_hostname == 'rc-debian12'"
+        f" else {{'labels': ['{label}']}} }}}}"
+    )
+    refused, refused_recap = _run_all(
+        host, {"runtime_config_docker_settings": settings, "runtime_config_health_retries": 3}
+    )
+    rolled_back = {
+        "original": original,
+        "daemon_json": first.file(DAEMON_JSON).content_string,
+        "running": first.service("docker").is_running,
+        "info_rc": first.run("docker info").rc,
+    }
+    after = {
+        name: (_json(node), node.file(CONFIG).content_string, _docker_started(node), node.service("docker").is_running)
+        for name, node in nodes.items()
+        if name != "rc-debian12"
+    }
+    # rc-debian12 alone (the testinfra host: run_playbook's --limit), from where the refused run left it
+    before["rc-debian12"] = (_json(first), first.file(CONFIG).content_string, _docker_started(first))
+    changed = run_playbook(host, SCENARIO / "converge.yml", _labels(token))
+    after["rc-debian12"] = (
+        _json(first),
+        first.file(CONFIG).content_string,
+        _docker_started(first),
+        first.service("docker").is_running,
+    )
+    return {
+        "label": label,
+        "before": before,
+        "after": after,
+        "refused": refused,
+        "refused_recap": refused_recap,
+        "rolled_back": rolled_back,
+        "changed": changed,
+    }
+
+
+def test_a_changed_setting_changes_only_that_key(docker_setting_runs):
+    runs = docker_setting_runs
+    assert runs["changed"].returncode == 0, runs["changed"].stdout[-3000:] + runs["changed"].stderr
+    for other in NODES[1:]:
+        assert " failed=0 " in runs["refused_recap"][other], runs["refused_recap"][other]
+    for name in NODES:
+        before_json, before_toml, started = runs["before"][name]
+        after, after_toml, restarted, running = runs["after"][name]
+        assert after == {**before_json, "labels": [runs["label"]]}
         assert list(after)[: len(before_json)] == list(before_json), "existing key order changed"
-        assert node.file(CONFIG).content_string == before_toml, "containerd's config changed too"
-        assert node.check_output("systemctl show docker -p ActiveEnterTimestampMonotonic") != started[name]
-        assert node.service("docker").is_running
+        assert after_toml == before_toml, "containerd's config changed too"
+        assert restarted != started
+        assert running
+
+
+def test_a_rollback_on_one_host_lets_the_other_hosts_go_on(docker_setting_runs):
+    """A runtime that refuses its config on one node fails that node only: the run goes on for the others."""
+    run, recap = docker_setting_runs["refused"], docker_setting_runs["refused_recap"]
+    assert run.returncode != 0
+    assert " failed=1 " in recap["rc-debian12"], recap
+    # dockerd refused to start: the restart transaction takes the failed restart as its answer (ignored, rolled back)
+    assert " ignored=1 " in recap["rc-debian12"], recap
+    for other in ("rc-debian13", "rc-forky", "rc-ubuntu2204"):
+        assert " failed=0 " in recap[other], recap
+        assert " changed=0 " not in recap[other], f"{other} did not go on: {recap[other]}"
+    # dockerd refused a key that is also a flag of its unit (-H fd://): rolled back byte for byte
+    said = folded(run)
+    assert "docker did not come back after its config changed" in said
+    assert "Rolled back: restored /etc/docker/daemon.json from /var/backups/gpu-node-provisioning/etc/docker/" in said
+    assert "is running again with its previous config" in said
+    rolled_back = docker_setting_runs["rolled_back"]
+    assert rolled_back["daemon_json"] == rolled_back["original"]
+    assert rolled_back["running"]
+    assert rolled_back["info_rc"] == 0
 
 
 def test_a_runtime_binary_that_does_not_exist_is_refused_before_anything_is_written(host, nodes):
@@ -136,21 +211,6 @@ def test_a_runtime_binary_that_does_not_exist_is_refused_before_anything_is_writ
         assert (node.file(CONFIG).sha256sum, node.file(DAEMON_JSON).sha256sum) == before[name]
     assert "runtime_config_binary=/usr/bin/gpunode-missing-runtime does not exist (or is not executable)" in said
     assert "Nothing was changed." in said
-
-
-def test_nvidia_made_the_default_and_then_not_is_no_longer_the_default(host, nodes):
-    run, recap = _run_all(host, {"runtime_config_set_as_default": True, "runtime_config_runtimes": ["containerd"]})
-    assert run.returncode == 0, run.stdout[-3000:]
-    for node in nodes.values():
-        assert _effective(node)["containerd"]["default_runtime_name"] == "nvidia"
-    run, recap = _run_all(host, {"runtime_config_runtimes": ["containerd"]})
-    assert run.returncode == 0, run.stdout[-3000:]
-    for name, node in nodes.items():
-        assert " changed=0 " not in recap[name], recap[name]
-        assert 'default_runtime_name = "nvidia"' not in node.file(CONFIG).content_string
-        assert "default_runtime_name = 'nvidia'" not in node.file(CONFIG).content_string
-        assert _effective(node)["containerd"]["default_runtime_name"] == "runc"
-        assert node.file(CONFIG).mode == 0o600
 
 
 def test_a_change_written_but_not_applied_is_applied_by_the_next_run(host, nodes):
@@ -205,9 +265,22 @@ def test_a_cri_plugin_that_does_not_load_is_rolled_back_byte_for_byte(host, node
         assert _pod_runs(name, "nvidia")
 
 
-def test_a_large_config_is_not_rolled_back(host, nodes):
-    """About 1,500 registry mirrors: `config dump` is far larger than a pipe, and a check that reads it
-    through `| grep -q` gets SIGPIPE (rc 141) under pipefail and rolled back a valid config."""
+@pytest.fixture(scope="module")
+def large_config_run(host, nodes):
+    """The run of test_a_large_config_is_not_rolled_back, made once (when first asked) and shared with
+    test_nvidia_made_the_default_and_then_not_is_no_longer_the_default, which asks for it right after its own run
+    made nvidia the default: (run, recap, containerd's start before the run on each node)."""
+    done = []
+
+    def once():
+        if not done:
+            done.append(_large_config_run(host, nodes))
+        return done[0]
+
+    return once
+
+
+def _large_config_run(host, nodes):
     mirrors = {
         f"mirror-{n}.registry.example": {"endpoint": [f"https://mirror-{n}.registry.example"]} for n in range(1500)
     }
@@ -229,6 +302,31 @@ def test_a_large_config_is_not_rolled_back(host, nodes):
         json.dump(large, extra)
         extra.flush()
         run, _recap = _run_all(host, None, "-e", f"@{extra.name}")
+    return run, _recap, started
+
+
+def test_nvidia_made_the_default_and_then_not_is_no_longer_the_default(host, nodes, large_config_run):
+    """nvidia made the default; then a run without runtime_config_set_as_default makes it no longer the default.
+    That second run is test_a_large_config_is_not_rolled_back's (one run for both claims: it asks nothing of the
+    default, so it must take nvidia's default away, as any run without the variable)."""
+    run, recap = _run_all(host, {"runtime_config_set_as_default": True, "runtime_config_runtimes": ["containerd"]})
+    assert run.returncode == 0, run.stdout[-3000:]
+    for node in nodes.values():
+        assert _effective(node)["containerd"]["default_runtime_name"] == "nvidia"
+    run, recap, _started_before = large_config_run()
+    assert run.returncode == 0, run.stdout[-3000:]
+    for name, node in nodes.items():
+        assert " changed=0 " not in recap[name], recap[name]
+        assert 'default_runtime_name = "nvidia"' not in node.file(CONFIG).content_string
+        assert "default_runtime_name = 'nvidia'" not in node.file(CONFIG).content_string
+        assert _effective(node)["containerd"]["default_runtime_name"] == "runc"
+        assert node.file(CONFIG).mode == 0o600
+
+
+def test_a_large_config_is_not_rolled_back(host, nodes, large_config_run):
+    """About 1,500 registry mirrors: `config dump` is far larger than a pipe, and a check that reads it
+    through `| grep -q` gets SIGPIPE (rc 141) under pipefail and rolled back a valid config."""
+    run, _recap, started = large_config_run()
     assert run.returncode == 0, run.stdout[-3000:]
     assert "did not come back" not in run.stdout
     for name, node in nodes.items():
