@@ -1,7 +1,9 @@
 """Project-wide pytest wiring.
 
 - A timing line per stage (lint, unit, demo, each scenario), summed from the test
-  reports, so it is right with and without pytest-xdist's workers.
+  reports, so it is right with and without pytest-xdist's workers: its wall seconds, the CPU
+  seconds of the worker and the runs it waited for, and a scenario's node containers' CPU
+  seconds (tests/cpu_seconds.py). On two busy cores the CPU is what a stage costs the run.
 - For every failed test, one unshortened line of why (a molecule scenario's says the step,
   the node, the task or test and the reason: tests/failure_reason.py), printed just above
   pytest's own summary, so a red run says why in its last lines.
@@ -16,9 +18,15 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 
+import pytest
+
+from tests.cpu_seconds import process_cpu
 from tests.lanes import SCENARIO_ORDER, group_of, work_key
 
 _STAGES: OrderedDict[str, float] = OrderedDict()
+_CPU: dict[str, float] = {}  # stage -> CPU seconds of the workers and their waited-for runs
+_NODE_CPU: dict[str, float] = {}  # stage -> CPU seconds of its node containers (tests/molecule/test_scenarios.py)
+_CPU_AT = pytest.StashKey[float]()
 _WHY: OrderedDict[str, str] = OrderedDict()
 
 
@@ -104,18 +112,54 @@ def failure_line(report) -> str:
     return first.removeprefix("Failed: ")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.stash[_CPU_AT] = process_cpu()
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Each report (setup, call, teardown) carries the CPU seconds its phase used in this worker: user_properties
+    travel from an xdist worker to the controller with the report."""
+    report = yield
+    now = process_cpu()
+    report.user_properties.append(("cpu_seconds", now - item.stash.get(_CPU_AT, now)))
+    item.stash[_CPU_AT] = now
+    return report
+
+
 def pytest_runtest_logreport(report):
     stage = _stage(report.nodeid)
     _STAGES[stage] = _STAGES.get(stage, 0.0) + report.duration
+    for name, value in report.user_properties:
+        # a property a test records (node_cpu_seconds) is in each report after it (the teardown's too): once
+        if name == "cpu_seconds" or (name == "node_cpu_seconds" and report.when == "call"):
+            into = _CPU if name == "cpu_seconds" else _NODE_CPU
+            into[stage] = into.get(stage, 0.0) + float(value)
     if report.failed:
         _WHY[f"{report.nodeid} ({report.when})" if report.when != "call" else report.nodeid] = failure_line(report)
+
+
+def timing_line(stage: str, seconds: float, cpu: float | None, node_cpu: float | None) -> str:
+    """A stage's line: its wall seconds (summed over its tests), then what it cost in CPU seconds."""
+    line = f"timing: {stage} {seconds:.1f}s"
+    if cpu is not None:
+        line += f", CPU {cpu:.0f}s"
+    if node_cpu:
+        line += f" + {node_cpu:.0f}s in its nodes"
+    return line
 
 
 def pytest_terminal_summary(terminalreporter):
     if _STAGES:
         terminalreporter.section("stage timings")
         for stage, seconds in _STAGES.items():
-            terminalreporter.write_line(f"timing: {stage} {seconds:.1f}s")
+            terminalreporter.write_line(timing_line(stage, seconds, _CPU.get(stage), _NODE_CPU.get(stage)))
+        cpu, nodes = sum(_CPU.values()), sum(_NODE_CPU.values())
+        terminalreporter.write_line(
+            f"timing: CPU in all {cpu + nodes:.0f}s ({cpu:.0f}s tests and their runs, {nodes:.0f}s nodes)"
+        )
     if _WHY:
         terminalreporter.section("why it failed")
         for nodeid, why in _WHY.items():

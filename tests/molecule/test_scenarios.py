@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests import payload_cache
+from tests.cpu_seconds import NodeCpu
 from tests.failure_reason import molecule_failure
 from tests.lanes import apt_slot_first
 
@@ -35,9 +36,15 @@ def _scenarios() -> list[str]:
     return [n for n in FIRST if n in names] + middle + [n for n in LAST if n in names]
 
 
+def _node_names(scenario: str) -> set[str]:
+    """The names of the scenario's node containers (its molecule.yml platforms)."""
+    platforms = yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"]
+    return {platform["name"] for platform in platforms}
+
+
 @pytest.mark.molecule
 @pytest.mark.parametrize("scenario", _scenarios())
-def test_molecule_scenario(scenario):
+def test_molecule_scenario(scenario, record_property):
     if scenario == "arm64" and (
         os.environ.get("GPUNODE_TEST_ARM64") != "1" or os.environ.get("GPUNODE_ARM64_UNAVAILABLE")
     ):
@@ -50,7 +57,7 @@ def test_molecule_scenario(scenario):
     env["GPUNODE_APT_SLOT_FIRST"] = str(apt_slot_first())
     env.setdefault("ANSIBLE_FORCE_COLOR", "0")
     env["PY_COLORS"] = "0"
-    with log.open("w") as out:
+    with log.open("w") as out, NodeCpu(_node_names(scenario)) as nodes:
         RAN.add(scenario)
         result = subprocess.run(
             [str(Path(sys.executable).parent / "molecule"), "test", "-s", scenario],
@@ -60,6 +67,7 @@ def test_molecule_scenario(scenario):
             env=env,
             check=False,
         )
+    record_property("node_cpu_seconds", nodes.total())  # the stage timings' CPU of its nodes (tests/conftest.py)
     if result.returncode != 0:
         text = log.read_text(errors="replace")
         header = f"`molecule test -s {scenario}` exited with rc {result.returncode}; last lines of {log}:"
@@ -74,8 +82,7 @@ def test_molecule_scenario_left_no_node(scenario):
     This test also lets its worker start the scenario's run: an xdist worker runs a test once it holds the next one."""
     if scenario not in RAN:
         pytest.skip(f"molecule/{scenario} did not run in this worker (skipped, deselected, or on another worker)")
-    platforms = yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"]
-    names = {platform["name"] for platform in platforms}
+    names = _node_names(scenario)
     listed = subprocess.run(
         ["docker", "ps", "--all", "--format", "{{.Names}}"], capture_output=True, text=True, check=True
     )
