@@ -1,12 +1,15 @@
 """site.yml end to end on containerd 2.3.4 with config version 4 (issue 36), on site-ubuntu2404: the node's
 config.toml becomes what containerd 2.3.4 itself writes, `containerd config default` (version 4, `imports =
 ['/etc/containerd/conf.d/*.toml']`, ../shared/upstream/containerd/BUILD.md), and the whole play the scenario runs
-(converge.yml: site.yml) goes over it, first with the in-place method, then, from the same file, with the drop-in
-method. Each time, as the kubelet sees it: the CRI plugin is ok, nvidia is in the running binary's effective config
-(`config dump`) as runc's whole entry with NVIDIA's binary and is not the default, a pod through the nvidia handler
-runs NVIDIA's real runtime (its debug log) and one through the default handler does not, and a second run of
-site.yml changes nothing. The node gets back the file test_containerd23_v2.py left (the admin's version 2 file with
-nvidia in place), its doctor reports and no conf.d, so the tests after this one find it as the converge left it.
+(converge.yml: site.yml) goes over it with the in-place method. As the kubelet sees it: the CRI plugin is ok, nvidia
+is in the running binary's effective config (`config dump`) as runc's whole entry with NVIDIA's binary and is not the
+default, a pod through the nvidia handler runs NVIDIA's real runtime (its debug log) and one through the default
+handler does not, and a second run of site.yml changes nothing. The drop-in method on the same `config default` of the
+same containerd, with the same checks, is runtime_config's (molecule/runtime_config/tests/test_containerd23.py, on
+rc-containerd23); it was run here through site.yml as well until 2026-11-30, two more site.yml runs that proved
+nothing the role's own run there does not. The node gets back the file test_containerd23_v2.py left (the admin's
+version 2 file with nvidia in place), its doctor reports and no conf.d, so the tests after this one find it as the
+converge left it.
 """
 
 from __future__ import annotations
@@ -42,7 +45,6 @@ DEFAULT_V4 = "/var/tmp/gpunode-test-config-default-v4.toml"
 # the node containers are not privileged: CRI pods must not lower their oom_score_adj (molecule.yml); the scenario's
 # host_vars name the version 2 table of the admin's file, a version 4 file has the CRI runtime table of version 3
 V4_SETTINGS = {"runtime_config_containerd_settings": {"plugins": {CRI_RUNTIME: {"restrict_oom_score_adj": True}}}}
-DROPIN_METHOD = {**V4_SETTINGS, "runtime_config_containerd_method": "dropin"}
 
 
 def _effective_images(host) -> dict:
@@ -83,7 +85,7 @@ def _served_as_the_kubelet_needs_and_the_second_run_changes_nothing(host, extra_
 
 @pytest.fixture(scope="module")
 def config_default_v4(host):
-    """containerd 2.3.4's `config default` kept for both methods; the node as test_containerd23_v2.py left it after."""
+    """containerd 2.3.4's `config default` kept for the test; the node as test_containerd23_v2.py left it after."""
     saved = host.check_output(f"base64 -w0 {CONFIG}")
     reports = {ext: host.check_output(f"base64 -w0 {REPORTS}.{ext}") for ext in ("json", "txt")}
     assert not host.file(CONF_D).exists, host.check_output(f"ls -A {CONF_D}")
@@ -116,18 +118,3 @@ def test_site_yml_in_place_on_2_3s_config_default(host):
     assert _nvidia_binary_on_disk(on_disk) == NVIDIA_RUNTIME
     assert not host.file(DROPIN).exists
     _served_as_the_kubelet_needs_and_the_second_run_changes_nothing(host, V4_SETTINGS)
-
-
-@pytest.mark.usefixtures("config_default_v4")
-def test_site_yml_with_the_dropin_method_on_2_3s_config_default(host):
-    _start_from_config_default(host)
-    config = host.file(CONFIG).sha256sum
-    run = _site(host, DROPIN_METHOD)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr
-    # 2.3's config default imports conf.d/*.toml already: config.toml stays as containerd wrote it
-    assert host.file(CONFIG).sha256sum == config
-    dropin = _on_disk(host, DROPIN)
-    # never a higher version than the root file on disk (containerd 2.3 refuses to start on one)
-    assert dropin["version"] == 4, dropin.get("version")
-    assert _nvidia_binary_on_disk(dropin) == NVIDIA_RUNTIME
-    _served_as_the_kubelet_needs_and_the_second_run_changes_nothing(host, DROPIN_METHOD)
