@@ -47,6 +47,10 @@ esac
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 
 export PATH="$VENV/bin:$PATH"
+# Python may write bytecode: an environment with PYTHONDONTWRITEBYTECODE=1 (this project's CI machines set it) makes
+# every ansible-playbook, each of its forked workers and every pytest worker compile the collection's plugins and the
+# tests from source again (collecting the tests: 16 CPU s a worker with it, 8 without)
+unset PYTHONDONTWRITEBYTECODE
 # Three pytest-xdist workers (tests/lanes.py, tests/conftest.py): the scenarios with a
 # forky node one after another on the first; lint and the unit tests, then the demo and
 # the other scenarios, the longest first, on whichever worker is idle.
