@@ -11,8 +11,12 @@ strategy and a warning that says why, so an inventory that opts in still works o
 controller without mitogen.
 
 mitogen takes over the connections it knows by their short names only
-(``ansible_connection: docker``, ``ssh``, ``local``); ``community.docker.docker`` and
-other fully qualified names keep ansible-core's own connection under either branch.
+(``ansible_connection: docker``, ``ssh``, ``local``). This strategy hands it a host's
+fully qualified ``ansible_connection`` (``community.docker.docker``, ``ansible.builtin.ssh``,
+``ansible.builtin.local``, ..., what ansible-lint asks inventories to write) by its short
+name, so that such an inventory gets mitogen too; any other name keeps its own connection
+(ansible_mitogen/strategy.py, REDIRECTED_CONNECTION_PLUGINS and
+wrap_connection_loader__get_with_context, mitogen 0.3.54).
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ description:
   - Runs mitogen's C(mitogen_linear) strategy when the C(mitogen) package is installed on the controller and
     accepts this ansible-core; otherwise runs ansible-core's C(linear) strategy and warns why.
   - mitogen replaces the connections it knows by short name (C(docker), C(ssh), C(local)) with one persistent
-    Python interpreter per node.
+    Python interpreter per node. A host whose C(ansible_connection) is the fully qualified name of one of them
+    (C(community.docker.docker), C(ansible.builtin.ssh), C(ansible.builtin.local), ...) gets the same.
 author: gpu-node-provisioning contributors (!UNKNOWN)
 """
 
@@ -43,12 +48,37 @@ except Exception as exc:  # ImportError, AnsibleError or whatever a broken insta
 else:
     MITOGEN_ERROR = None
 
+# A connection's fully qualified names -> the short name mitogen redirects (its REDIRECTED_CONNECTION_PLUGINS).
+# ansible.builtin and ansible.legacy ship ssh and local; the others are the collections' plugins of the same name.
+SHORT_CONNECTION_NAMES = {
+    **{f"{ns}.{name}": name for ns in ("ansible.builtin", "ansible.legacy") for name in ("ssh", "local")},
+    "community.docker.docker": "docker",
+    "containers.podman.podman": "podman",
+    "containers.podman.buildah": "buildah",
+    "kubernetes.core.kubectl": "kubectl",
+    "community.general.lxc": "lxc",
+    "community.general.lxd": "lxd",
+    "community.general.jail": "jail",
+}
+
+
+def short_connection_vars(task_vars: dict) -> dict:
+    """The task's variables with a fully qualified ``ansible_connection`` that mitogen knows by its short name
+    replaced by that name; the same dict when there is nothing to replace."""
+    short = SHORT_CONNECTION_NAMES.get(str(task_vars.get("ansible_connection", "")))
+    return task_vars if short is None else {**task_vars, "ansible_connection": short}
+
+
 if MITOGEN_ERROR is None:
 
     class StrategyModule(ansible_mitogen.strategy.StrategyMixin, _Linear):
-        """mitogen_linear."""
+        """mitogen_linear, for short and fully qualified connection names alike."""
 
         uses_mitogen = True
+
+        def _queue_task(self, host, task, task_vars, play_context):
+            # the worker derives the connection from ansible_connection: the short name is what mitogen redirects
+            return super()._queue_task(host, task, short_connection_vars(task_vars), play_context)
 
 else:
 

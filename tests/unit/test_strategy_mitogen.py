@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 
 import yaml
-from conftest import run_local_playbook
+from ansible_mitogen.strategy import REDIRECTED_CONNECTION_PLUGINS
+from conftest import load_module, run_local_playbook
 
 PLAYBOOK = [
     {
@@ -28,9 +29,16 @@ PLAYBOOK = [
 ]
 
 
-def _run(tmp_path, monkeypatch, hide_mitogen: bool):
+def _run(tmp_path, monkeypatch, hide_mitogen: bool, fqcn: bool = False):
     playbook = tmp_path / "play.yml"
-    playbook.write_text(yaml.safe_dump(PLAYBOOK))
+    play = dict(PLAYBOOK[0])
+    extra = ["-v"]
+    if fqcn:
+        # the host's connection by its fully qualified name (an inventory variable, as molecule's and linted
+        # inventories write it), not the play keyword
+        del play["connection"]
+        extra += ["-e", "ansible_connection=ansible.builtin.local"]
+    playbook.write_text(yaml.safe_dump([play]))
     monkeypatch.setenv("ANSIBLE_STRATEGY", "gpunode_mitogen")
     monkeypatch.setenv("ANSIBLE_DEPRECATION_WARNINGS", "False")
     if hide_mitogen:
@@ -39,7 +47,7 @@ def _run(tmp_path, monkeypatch, hide_mitogen: bool):
         fake.mkdir(parents=True)
         (fake / "__init__.py").write_text("raise ImportError('No module named ansible_mitogen (test)')\n")
         monkeypatch.setenv("PYTHONPATH", str(fake.parent))
-    result = run_local_playbook(playbook, "-v")
+    result = run_local_playbook(playbook, *extra)
     parents = re.findall(r"PARENT=(\d+)", result.stdout)
     return result, parents
 
@@ -49,6 +57,26 @@ def test_mitogen_runs_every_task_in_one_persistent_python(tmp_path, monkeypatch)
     assert result.returncode == 0, result.stdout + result.stderr
     assert len(parents) == 2 and parents[0] == parents[1], result.stdout
     assert "mitogen is not usable" not in result.stdout + result.stderr
+
+
+def test_a_fully_qualified_connection_name_gets_mitogen_too(tmp_path, monkeypatch):
+    result, parents = _run(tmp_path, monkeypatch, hide_mitogen=False, fqcn=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(parents) == 2 and parents[0] == parents[1], result.stdout
+
+
+def test_only_the_names_mitogen_redirects_are_shortened():
+    strategy = load_module("gpunode_mitogen", "plugins/strategy")
+    SHORT_CONNECTION_NAMES, short_connection_vars = strategy.SHORT_CONNECTION_NAMES, strategy.short_connection_vars
+
+    assert set(SHORT_CONNECTION_NAMES.values()) <= set(REDIRECTED_CONNECTION_PLUGINS)
+    assert short_connection_vars({"ansible_connection": "community.docker.docker", "x": 1}) == {
+        "ansible_connection": "docker",
+        "x": 1,
+    }
+    unchanged = {"ansible_connection": "community.general.incus"}
+    assert short_connection_vars(unchanged) is unchanged
+    assert short_connection_vars({}) == {}
 
 
 def test_without_mitogen_the_run_falls_back_to_linear_and_says_why(tmp_path, monkeypatch):
