@@ -97,6 +97,9 @@ def test_a_run_that_writes_the_report_while_another_does_keeps_both_slices_rows(
     page = Path(f"{report}.html").read_text()
     assert "localhost" in page and "node-b" in page and "no driver loaded" in page
     assert waiting in output  # it waited for the other slice, then merged what that slice wrote
+    assert f"Fleet report of 2 node(s) (1 fail, 0 warn, 1 ok, 0 without a doctor result): file://{report}.html" in (
+        " ".join(output.split())
+    )
     assert free(lock)
 
 
