@@ -213,27 +213,26 @@ def backup_root(tmp_path_factory, monkeypatch):
     return root
 
 
+def local_playbook_command(playbook, *extra: str) -> list[str]:
+    """The command line of ansible-playbook PLAYBOOK against localhost with this venv's python (run it in ROOT)."""
+    return [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        "-i",
+        "localhost,",
+        "-e",
+        json.dumps({"ansible_python_interpreter": sys.executable}),
+        *extra,
+        str(playbook),
+    ]
+
+
 def run_local_playbook(playbook, *extra: str):
     """ansible-playbook PLAYBOOK against localhost with this venv's python (controller-side tests);
     the CompletedProcess, whatever its exit code."""
-    import json
     import subprocess
-    from pathlib import Path
 
     return subprocess.run(
-        [
-            str(Path(sys.executable).parent / "ansible-playbook"),
-            "-i",
-            "localhost,",
-            "-e",
-            json.dumps({"ansible_python_interpreter": sys.executable}),
-            *extra,
-            str(playbook),
-        ],
-        cwd=Path(__file__).resolve().parents[2],
-        capture_output=True,
-        text=True,
-        check=False,
+        local_playbook_command(playbook, *extra), cwd=ROOT, capture_output=True, text=True, check=False
     )
 
 

@@ -1,0 +1,1 @@
+../plugins/modules/fleet_report_write.py
