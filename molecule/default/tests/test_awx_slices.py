@@ -32,7 +32,7 @@ import ansible_runner
 SCENARIO = Path(__file__).resolve().parents[1]
 PROJECT = SCENARIO.parents[1]
 SLICES = 2
-NODES = ["site-crio", "site-debian11", "site-debian12", "site-debian13", "site-forky", "site-ubuntu2404"]
+NODES = ["site-crio", "site-debian11", "site-debian13", "site-forky", "site-ubuntu2404"]
 STANDIN_FINGERPRINT = "/srv/nvidia-container-toolkit-standin/fingerprint"  # molecule/resources/local_node.yml
 testinfra_hosts = [f"ansible://{node}" for node in NODES]
 

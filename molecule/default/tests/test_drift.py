@@ -24,7 +24,7 @@ SCENARIO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(SCENARIO.parent / "resources"))
 from playbook_runner import recap, run_playbook
 
-testinfra_hosts = ["ansible://site-debian12"]
+testinfra_hosts = ["ansible://site-debian11"]
 
 TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"

@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_run import check_run_on_every_node
 
 testinfra_hosts = [
-    "ansible://site-debian12",
     "ansible://site-debian13",
     "ansible://site-forky",
     "ansible://site-debian11",
@@ -30,7 +29,6 @@ testinfra_hosts = [
 
 REPORT = "/var/lib/gpu-node-provisioning/validate.json"
 RUNTIMES = {
-    "site-debian12": ["docker"],
     "site-debian13": ["containerd"],
     "site-forky": ["docker", "containerd"],
     "site-debian11": ["docker"],  # Python 3.9 on the node
