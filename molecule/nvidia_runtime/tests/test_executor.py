@@ -19,7 +19,9 @@ testinfra_hosts = ["ansible://nv-debian13", "ansible://nv-ubuntu2604"]
 
 
 def test_the_scenario_runs_under_gpunode_mitogen():
-    assert os.environ.get("ANSIBLE_STRATEGY") == "gpunode_mitogen", "molecule.yml's provisioner env sets it"
+    assert os.environ.get("ANSIBLE_STRATEGY") == "gpunode.provisioning.gpunode_mitogen", (
+        "molecule.yml's provisioner env sets it"
+    )
 
 
 def test_mitogen_runs_every_task_of_a_node_in_one_python(host):
