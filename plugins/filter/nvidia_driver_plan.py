@@ -356,7 +356,7 @@ def nvidia_driver_plan(inputs: Mapping) -> dict:
         plan["reboot_blocker"] = "nvidia_driver_reboot is never"
     elif plan["container"]:
         plan["reboot_blocker"] = "the node is a container"
-    elif (inputs.get("connection") or "ssh") == "local":
+    elif (inputs.get("connection") or "ssh") in ("local", "ansible.builtin.local", "ansible.legacy.local"):
         plan["reboot_blocker"] = "the play runs over a local connection"
     else:
         plan["reboot_blocker"] = ""

@@ -1232,6 +1232,7 @@ def test_reboot_only_when_the_installed_driver_is_not_the_loaded_one(
         ({"nvidia_driver_reboot": "never"}, False, "nvidia_driver_reboot is never"),
         ({}, True, "the node is a container"),
         ({"ansible_connection": "local"}, False, "the play runs over a local connection"),
+        ({"ansible_connection": "ansible.builtin.local"}, False, "the play runs over a local connection"),
         ({"ansible_connection": "ssh"}, False, ""),
     ],
 )
