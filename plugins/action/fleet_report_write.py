@@ -143,7 +143,15 @@ class ActionModule(ActionBase):
             result["written"] = [item["path"] for item in files if gpu_fleet_files_pending([item])]
             result["changed"] = bool(result["written"])
             return result
-        os.makedirs(os.path.dirname(lock), mode=0o755, exist_ok=True)
+        if not os.path.isabs(lock):
+            raise AnsibleActionFail(f"fleet_report_write: the lock {lock} is not an absolute path")
+        try:
+            os.makedirs(os.path.dirname(lock), mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise AnsibleActionFail(
+                f"cannot create the directory of the fleet report's lock {lock}: {exc.strerror or exc}. Make it "
+                "writable for the user that runs the playbook, or point gpu_validate_fleet_report elsewhere."
+            ) from exc
         with report_lock(lock, args["timeout"], on_wait=lambda: display.display(WAITING.format(lock=lock))):
             files = self.render(name, task_vars)
             written = []
