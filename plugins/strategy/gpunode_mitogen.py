@@ -14,7 +14,9 @@ mitogen takes over the connections it knows by their short names only
 (``ansible_connection: docker``, ``ssh``, ``local``). This strategy hands it a host's
 fully qualified ``ansible_connection`` (``community.docker.docker``, ``ansible.builtin.ssh``,
 ``ansible.builtin.local``, ..., what ansible-lint asks inventories to write) by its short
-name, so that such an inventory gets mitogen too; any other name keeps its own connection
+name, so that such an inventory gets mitogen too (not for ``meta: reset_connection``, which
+ansible-core resolves from the host's variables itself: with a fully qualified name it resets
+ansible-core's connection, not mitogen's context); any other name keeps its own connection
 (ansible_mitogen/strategy.py, REDIRECTED_CONNECTION_PLUGINS and
 wrap_connection_loader__get_with_context, mitogen 0.3.54).
 """

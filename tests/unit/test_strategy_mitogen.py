@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 
 import yaml
-from ansible_mitogen.strategy import REDIRECTED_CONNECTION_PLUGINS
 from conftest import load_module, run_local_playbook
 
 PLAYBOOK = [
@@ -66,6 +65,8 @@ def test_a_fully_qualified_connection_name_gets_mitogen_too(tmp_path, monkeypatc
 
 
 def test_only_the_names_mitogen_redirects_are_shortened():
+    from ansible_mitogen.strategy import REDIRECTED_CONNECTION_PLUGINS
+
     strategy = load_module("gpunode_mitogen", "plugins/strategy")
     SHORT_CONNECTION_NAMES, short_connection_vars = strategy.SHORT_CONNECTION_NAMES, strategy.short_connection_vars
 
