@@ -2,7 +2,7 @@
 
 tests/test_site.py asserts changed=0 on each converged node (gpu_nodes), tests/test_fresh_node_check.py that it
 completes on site-fresh, which converge never touched. Each was its own run (138 s and 107 s in CI, most of it
-ansible-playbook's own start and per-task cost, which one run of seven nodes side by side pays once); the play,
+ansible-playbook's own start and per-task cost, which one run of six nodes side by side pays once); the play,
 the mode and each node's PLAY RECAP line the tests read are the same. site-fresh is put into gpu_nodes for this run
 only (converge kept it out); a node's result does not depend on the others' (no batches: max_fail_percentage 100, and
 the fleet report, the play's one run_once, is changed_when: false).
