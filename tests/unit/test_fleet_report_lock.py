@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import subprocess
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -79,6 +80,9 @@ def test_a_run_that_writes_the_report_while_another_does_keeps_both_slices_rows(
     with held(lock):
         # the other slice has read the report (none yet) and holds the lock while it writes
         run = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # a safety net, no synchronisation: a run stuck before its output ends is killed, so the loop below ends
+        watchdog = threading.Timer(600, run.kill)
+        watchdog.start()
         seen = []
         for line in run.stdout:
             seen.append(line)
@@ -87,7 +91,10 @@ def test_a_run_that_writes_the_report_while_another_does_keeps_both_slices_rows(
         # the run waits for the lock (or, without one, has ended): the other slice writes its rows and lets go
         theirs = fleet.gpu_fleet_report(fleet.gpu_fleet_with_others([THEIRS], ["node-b"], ""))
         Path(f"{report}.json").write_text(json.dumps(theirs, indent=2) + "\n")
-    rest, _ = run.communicate(timeout=600)
+    try:
+        rest, _ = run.communicate(timeout=600)
+    finally:
+        watchdog.cancel()
     output = "".join(seen) + rest
     assert run.returncode == 0, output[-4000:]
     written = json.loads(Path(f"{report}.json").read_text())
