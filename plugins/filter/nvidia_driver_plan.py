@@ -40,6 +40,7 @@ from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_drive
 from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_driver_branches as _branches
 from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_driver_packages as _packages
 from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_driver_run as _run
+from ansible_collections.gpunode.provisioning.plugins.module_utils.connection_names import short_connection_name
 
 _UPSTREAM = re.compile(r"^(?:[0-9]+:)?([0-9]+(?:\.[0-9]+)+)")
 _DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
@@ -356,7 +357,7 @@ def nvidia_driver_plan(inputs: Mapping) -> dict:
         plan["reboot_blocker"] = "nvidia_driver_reboot is never"
     elif plan["container"]:
         plan["reboot_blocker"] = "the node is a container"
-    elif (inputs.get("connection") or "ssh") in ("local", "ansible.builtin.local", "ansible.legacy.local"):
+    elif short_connection_name(inputs.get("connection") or "ssh") == "local":
         plan["reboot_blocker"] = "the play runs over a local connection"
     else:
         plan["reboot_blocker"] = ""

@@ -37,6 +37,7 @@ author: gpu-node-provisioning contributors (!UNKNOWN)
 
 from ansible.plugins.loader import strategy_loader
 from ansible.utils.display import Display
+from ansible_collections.gpunode.provisioning.plugins.module_utils.connection_names import short_connection_name
 
 display = Display()
 _Linear = strategy_loader.get("linear", class_only=True)
@@ -50,25 +51,13 @@ except Exception as exc:  # ImportError, AnsibleError or whatever a broken insta
 else:
     MITOGEN_ERROR = None
 
-# A connection's fully qualified names -> the short name mitogen redirects (its REDIRECTED_CONNECTION_PLUGINS).
-# ansible.builtin and ansible.legacy ship ssh and local; the others are the collections' plugins of the same name.
-SHORT_CONNECTION_NAMES = {
-    **{f"{ns}.{name}": name for ns in ("ansible.builtin", "ansible.legacy") for name in ("ssh", "local")},
-    "community.docker.docker": "docker",
-    "containers.podman.podman": "podman",
-    "containers.podman.buildah": "buildah",
-    "kubernetes.core.kubectl": "kubectl",
-    "community.general.lxc": "lxc",
-    "community.general.lxd": "lxd",
-    "community.general.jail": "jail",
-}
-
 
 def short_connection_vars(task_vars: dict) -> dict:
     """The task's variables with a fully qualified ``ansible_connection`` that mitogen knows by its short name
     replaced by that name; the same dict when there is nothing to replace."""
-    short = SHORT_CONNECTION_NAMES.get(str(task_vars.get("ansible_connection", "")))
-    return task_vars if short is None else {**task_vars, "ansible_connection": short}
+    name = str(task_vars.get("ansible_connection", ""))
+    short = short_connection_name(name)
+    return task_vars if short == name else {**task_vars, "ansible_connection": short}
 
 
 if MITOGEN_ERROR is None:

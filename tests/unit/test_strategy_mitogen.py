@@ -65,10 +65,10 @@ def test_a_fully_qualified_connection_name_gets_mitogen_too(tmp_path, monkeypatc
 
 
 def test_only_the_names_mitogen_redirects_are_shortened():
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.connection_names import SHORT_CONNECTION_NAMES
     from ansible_mitogen.strategy import REDIRECTED_CONNECTION_PLUGINS
 
-    strategy = load_module("gpunode_mitogen", "plugins/strategy")
-    SHORT_CONNECTION_NAMES, short_connection_vars = strategy.SHORT_CONNECTION_NAMES, strategy.short_connection_vars
+    short_connection_vars = load_module("gpunode_mitogen", "plugins/strategy").short_connection_vars
 
     assert set(SHORT_CONNECTION_NAMES.values()) <= set(REDIRECTED_CONNECTION_PLUGINS)
     assert short_connection_vars({"ansible_connection": "community.docker.docker", "x": 1}) == {
