@@ -337,7 +337,7 @@ msg:
   sample: updated /etc/containerd/config.toml; restart containerd to apply
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them); plugins/action/containerd_config.py
 # takes its arguments from here, with the file attributes (add_file_common_args)
@@ -368,11 +368,7 @@ ARGUMENT_SPEC = {
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
-    module.fail_json(
-        msg="containerd_config must run through its action plugin (plugins/action/containerd_config.py), which "
-        "edits the file on the controller with tomlkit. Call it as gpunode.provisioning.containerd_config."
-    )
+    fail_outside_action("containerd_config", ARGUMENT_SPEC, add_file_common_args=True)
 
 
 if __name__ == "__main__":

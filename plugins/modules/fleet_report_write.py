@@ -73,7 +73,7 @@ written:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them)
 ARGUMENT_SPEC = {
@@ -85,11 +85,7 @@ ARGUMENT_SPEC = {
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(
-        msg="fleet_report_write must run through its action plugin (plugins/action/fleet_report_write.py) on the "
-        "controller: call it as gpunode.provisioning.fleet_report_write."
-    )
+    fail_outside_action("fleet_report_write", ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

@@ -89,7 +89,7 @@ checked:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them)
 ARGUMENT_SPEC = {
@@ -102,11 +102,7 @@ ARGUMENT_SPEC = {
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(
-        msg="role_read must run through its action plugin (plugins/action/role_read.py) on the "
-        "controller: call it as gpunode.provisioning.role_read."
-    )
+    fail_outside_action("role_read", ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

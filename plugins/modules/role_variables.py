@@ -77,7 +77,7 @@ problems:
   sample: ["security_profiles_apparmor_mount_fstypes must be a list of str (got a string ('fuse.*'))"]
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them)
 ARGUMENT_SPEC = {
@@ -88,11 +88,7 @@ ARGUMENT_SPEC = {
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
-    module.fail_json(
-        msg="role_variables must run through its action plugin (plugins/action/role_variables.py) on the "
-        "controller: call it as gpunode.provisioning.role_variables."
-    )
+    fail_outside_action("role_variables", ARGUMENT_SPEC)
 
 
 if __name__ == "__main__":

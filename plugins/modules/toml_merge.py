@@ -136,7 +136,7 @@ msg:
   sample: updated /etc/nvidia-container-runtime/config.toml
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them); plugins/action/toml_merge.py
 # takes its arguments from here, with the file attributes (add_file_common_args)
@@ -152,11 +152,7 @@ ARGUMENT_SPEC = {
 
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, add_file_common_args=True, supports_check_mode=True)
-    module.fail_json(
-        msg="toml_merge must run through its action plugin (plugins/action/toml_merge.py), which edits the file "
-        "on the controller with tomlkit: call it as gpunode.provisioning.toml_merge."
-    )
+    fail_outside_action("toml_merge", ARGUMENT_SPEC, add_file_common_args=True)
 
 
 if __name__ == "__main__":
