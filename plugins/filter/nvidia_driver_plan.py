@@ -40,7 +40,7 @@ from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_drive
 from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_driver_branches as _branches
 from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_driver_packages as _packages
 from ansible_collections.gpunode.provisioning.plugins.filter import nvidia_driver_run as _run
-from ansible_collections.gpunode.provisioning.plugins.module_utils.connection_names import short_connection_name
+from ansible_collections.gpunode.provisioning.plugins.module_utils.plugins.connection_names import short_connection_name
 
 _UPSTREAM = re.compile(r"^(?:[0-9]+:)?([0-9]+(?:\.[0-9]+)+)")
 _DEB_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}

@@ -337,7 +337,7 @@ msg:
   sample: updated /etc/containerd/config.toml; restart containerd to apply
 """
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
+from ansible_collections.gpunode.provisioning.plugins.module_utils.plugins.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them); plugins/action/containerd_config.py
 # takes its arguments from here, with the file attributes (add_file_common_args)

@@ -89,7 +89,7 @@ checked:
   elements: str
 """
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
+from ansible_collections.gpunode.provisioning.plugins.module_utils.plugins.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them)
 ARGUMENT_SPEC = {

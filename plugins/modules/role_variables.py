@@ -77,7 +77,7 @@ problems:
   sample: ["security_profiles_apparmor_mount_fstypes must be a list of str (got a string ('fuse.*'))"]
 """
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
+from ansible_collections.gpunode.provisioning.plugins.module_utils.plugins.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them)
 ARGUMENT_SPEC = {

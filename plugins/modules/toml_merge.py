@@ -136,7 +136,7 @@ msg:
   sample: updated /etc/nvidia-container-runtime/config.toml
 """
 
-from ansible_collections.gpunode.provisioning.plugins.module_utils.action_only import fail_outside_action
+from ansible_collections.gpunode.provisioning.plugins.module_utils.plugins.action_only import fail_outside_action
 
 # The options DOCUMENTATION lists (ansible-test's validate-modules compares them); plugins/action/toml_merge.py
 # takes its arguments from here, with the file attributes (add_file_common_args)

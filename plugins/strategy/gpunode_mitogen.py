@@ -37,7 +37,7 @@ author: gpu-node-provisioning contributors (!UNKNOWN)
 
 from ansible.plugins.loader import strategy_loader
 from ansible.utils.display import Display
-from ansible_collections.gpunode.provisioning.plugins.module_utils.connection_names import short_connection_name
+from ansible_collections.gpunode.provisioning.plugins.module_utils.plugins.connection_names import short_connection_name
 
 display = Display()
 _Linear = strategy_loader.get("linear", class_only=True)

@@ -65,7 +65,9 @@ def test_a_fully_qualified_connection_name_gets_mitogen_too(tmp_path, monkeypatc
 
 
 def test_only_the_names_mitogen_redirects_are_shortened():
-    from ansible_collections.gpunode.provisioning.plugins.module_utils.connection_names import SHORT_CONNECTION_NAMES
+    from ansible_collections.gpunode.provisioning.plugins.module_utils.plugins.connection_names import (
+        SHORT_CONNECTION_NAMES,
+    )
     from ansible_mitogen.strategy import REDIRECTED_CONNECTION_PLUGINS
 
     short_connection_vars = load_module("gpunode_mitogen", "plugins/strategy").short_connection_vars
