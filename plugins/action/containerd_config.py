@@ -23,7 +23,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
 from ansible_collections.gpunode.provisioning.plugins.modules import containerd_config as _module_file
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files, node_command
 
 ARGUMENT_SPEC = {**_module_file.ARGUMENT_SPEC, **controller_files.FILE_ARGUMENT_SPEC}
 
@@ -55,9 +55,14 @@ class ActionModule(ActionBase):
 
     # ------------------------------------------------------------------ node access
 
+    def _on_node(self, command: str) -> dict:
+        """``{"rc", "stdout", "stderr"}`` of a shell command run as root on the node, the streams apart whatever the
+        connection (a terminal under ssh and mitogen merges them: plugin_utils/node_command.py)."""
+        return node_command.run(self, command)
+
     def _probe_containerd(self) -> tuple[str | None, str | None]:
         """(binary path, ``containerd --version`` output) on the node; (None, None) when not installed."""
-        res = self._low_level_execute_command("command -v containerd && containerd --version", sudoable=True)
+        res = self._on_node("command -v containerd && containerd --version")
         lines = to_text(res.get("stdout", "")).strip().splitlines()
         if res.get("rc") != 0 or len(lines) < 2:
             return None, None
@@ -73,7 +78,7 @@ class ActionModule(ActionBase):
                 f"{path} does not exist and containerd is not installed, so `containerd config default` cannot "
                 "provide a starting point: install containerd first, or set when_missing=empty."
             )
-        res = self._low_level_execute_command(f"{shlex.quote(binary)} config default", sudoable=True)
+        res = self._on_node(f"{shlex.quote(binary)} config default")
         if res.get("rc") != 0:
             raise AnsibleActionFail(
                 f"{path} does not exist and `{binary} config default` failed (rc={res.get('rc')}): "
@@ -88,9 +93,7 @@ class ActionModule(ActionBase):
             return None, None
         effective = None
         if existed:
-            res = self._low_level_execute_command(
-                f"{shlex.quote(binary)} --config {shlex.quote(path)} config dump", sudoable=True
-            )
+            res = self._on_node(f"{shlex.quote(binary)} --config {shlex.quote(path)} config dump")
             if res.get("rc") != 0:
                 stderr = to_text(res.get("stderr", "")).strip()
                 hint = containerd_versions.dropin_refusal_hint(stderr)
@@ -101,7 +104,7 @@ class ActionModule(ActionBase):
                 )
             effective = ct.parse_document(to_text(res.get("stdout", "")), f"`containerd --config {path} config dump`")
             effective = effective.unwrap()
-        res = self._low_level_execute_command(f"{shlex.quote(binary)} config default", sudoable=True)
+        res = self._on_node(f"{shlex.quote(binary)} config default")
         defaults = None
         if res.get("rc") == 0:
             defaults = ct.parse_document(to_text(res.get("stdout", "")), "`containerd config default`").unwrap()
@@ -142,7 +145,7 @@ class ActionModule(ActionBase):
     def _config_dump(self, ct, command: str, refusal: str, label: str) -> dict:
         """Run a `containerd ... config dump` shell command as root and parse its output; a failure raises the
         refusal with the rc and the end of stderr (nothing has been written at that point)."""
-        res = self._low_level_execute_command(f"/bin/sh -c {shlex.quote(command)}", sudoable=True)
+        res = self._on_node(f"/bin/sh -c {shlex.quote(command)}")
         if res.get("rc") != 0:
             stderr = to_text(res.get("stderr", "")).strip()
             hint = containerd_versions.dropin_refusal_hint(stderr)

@@ -673,7 +673,7 @@ def run_action(node: FakeNode, args: dict, check_mode: bool = False) -> dict:
         mock.patch.object(action, "_make_tmp_path", return_value="/root/.ansible/tmp/ansible-tmp-1"),
         mock.patch.object(action, "_transfer_data", side_effect=node.transfer),
         mock.patch.object(action, "_fixup_perms2"),
-        mock.patch.object(action, "_low_level_execute_command", side_effect=node.low_level),
+        mock.patch.object(action, "_on_node", side_effect=node.low_level),
         mock.patch.object(action, "_execute_remote_stat", side_effect=node.stat),
         mock.patch.object(action, "_execute_module", side_effect=node.execute_module),
         mock.patch.object(action, "_remove_tmp_path"),
