@@ -13,10 +13,10 @@ the connections users run fleets with, and a terminal has one output stream:
 
 So a warning the command writes to stderr lands in the stdout a plugin parses (a TOML document, a version line).
 ``run`` keeps them apart on the node: the command writes each stream to a file of its own (``mktemp``, readable by
-root only, removed at exit), and the wrapper prints both base64-encoded between markers of this call, then the exit
-code. Base64 goes through a terminal unharmed (the CR it adds is whitespace, which the decoder drops), and the
-markers skip whatever the connection adds around the output. The node needs ``/bin/sh``, ``mktemp`` and ``base64``
-(coreutils, on every distribution the project supports; busybox has both too).
+root only, removed at exit and on a hangup), and the wrapper prints both base64-encoded between markers of this
+call, then the exit code. Base64 goes through a terminal unharmed (the CR it adds is whitespace, which the decoder
+drops), and the markers skip whatever the connection adds around the output. The node needs ``/bin/sh``,
+``mktemp`` and ``base64`` (coreutils, on every distribution the project supports; busybox has both too).
 
 Controller plugins import it as ``ansible_collections.gpunode.provisioning.plugins.plugin_utils.node_command``.
 """
@@ -35,8 +35,11 @@ from ansible.module_utils.common.text.converters import to_text
 
 def wrap(command: str, marker: str) -> str:
     """The shell command that runs ``command`` (a shell command line) and prints its streams framed by ``marker``."""
+    # the files are removed at exit, a hangup of the connection's terminal included (dash runs no EXIT trap on a
+    # signal it does not trap); mktemp makes them readable by root only, whatever the command's umask
     script = (
-        'umask 077; o=$(mktemp) && e=$(mktemp) || exit 125; trap \'rm -f "$o" "$e"\' EXIT; '
+        "o= e=; trap 'rm -f ${o:+\"$o\"} ${e:+\"$e\"}' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; "
+        "trap 'exit 143' TERM; o=$(mktemp) && e=$(mktemp) || exit 125; "
         f'/bin/sh -c {shlex.quote(command)} >"$o" 2>"$e" </dev/null; rc=$?; '
         f"printf '\\n%s\\n' '{marker}-out'; base64 <\"$o\"; "
         f"printf '\\n%s\\n' '{marker}-err'; base64 <\"$e\"; "
@@ -69,7 +72,13 @@ def decode(command: str, marker: str, result: dict) -> dict:
             f"could not read the output of `{command}` on the node: its base64 record is damaged ({exc}). "
             "Nothing was changed."
         ) from exc
-    return {"rc": int(found.group(3)), "stdout": streams[0], "stderr": streams[1]}
+    rc = int(found.group(3))
+    if rc != 0 and not streams[1].strip():
+        # the shell's own complaint (a redirection that failed: /tmp full) went to the wrapper's stderr, not the file
+        streams[1] = (
+            printed[: found.start()] + to_text(result.get("stderr", ""), errors="surrogate_or_replace")
+        ).strip()
+    return {"rc": rc, "stdout": streams[0], "stderr": streams[1]}
 
 
 def run(action, command: str) -> dict:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import os
 import pty
+import signal
 import subprocess
+import time
+from unittest import mock
 
 import pytest
 import tomlkit
@@ -110,6 +113,46 @@ def test_another_calls_marker_is_not_taken_for_this_ones():
     other = _pipes(_script(node_command.wrap(COMMAND, "GPUNODE-ffffffffffffffff")))
     with pytest.raises(node_command.AnsibleActionFail):
         node_command.decode(COMMAND, MARKER, other)
+
+
+def test_run_asks_for_root_and_reads_past_the_become_plugins_lines():
+    """run() is what the action calls: the wrapper as a sudoable command (become applies, as to every node command
+    the action ran before), its record read past what become and the login print."""
+    calls = []
+
+    def low_level(cmd, sudoable=False, **kwargs):
+        calls.append((cmd, sudoable, kwargs))
+        done = _pipes(f"echo BECOME-SUCCESS-abcdefgh; {_script(cmd)}")
+        return {**done, "stdout": done["stdout"].replace(b"\n", b"\r\n")}
+
+    action = mock.Mock(_low_level_execute_command=low_level)
+    assert node_command.run(action, COMMAND) == {"rc": 3, "stdout": STDOUT, "stderr": STDERR}
+    assert [(sudoable, kwargs) for _cmd, sudoable, kwargs in calls] == [(True, {})]
+    assert f"/bin/sh -c {node_command.shlex.quote(COMMAND)} >" in _script(calls[0][0])  # the command, wrapped
+
+
+def test_the_files_are_gone_after_a_run_and_after_a_hangup(tmp_path):
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    subprocess.run(["/bin/sh", "-c", _script(node_command.wrap(COMMAND, MARKER))], env=env, capture_output=True)
+    assert list(tmp_path.iterdir()) == []
+    # the connection's terminal hangs up while the command runs: dash runs no EXIT trap on an untrapped signal
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", _script(node_command.wrap("sleep 30", MARKER))], env=env, start_new_session=True
+    )
+    deadline = time.monotonic() + 10
+    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(list(tmp_path.iterdir())) == 2  # the two files exist while it runs (the oracle)
+    os.killpg(process.pid, signal.SIGHUP)  # a hangup reaches the terminal's whole process group
+    assert process.wait(timeout=10) == 129
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_shells_own_complaint_is_the_stderr_when_the_command_wrote_none():
+    complaint = "sh: 1: cannot create /tmp/tmp.x: No space left on device"
+    printed = f"{complaint}\n{MARKER}-out\n\n{MARKER}-err\n\n{MARKER}-rc 2\n"
+    read = node_command.decode("containerd config default", MARKER, {"rc": 0, "stdout": printed, "stderr": ""})
+    assert read == {"rc": 2, "stdout": "", "stderr": complaint}
 
 
 # --------------------------------------------------------------------------- the action under gpunode_mitogen
