@@ -26,7 +26,7 @@ ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404 ubuntu2604
 echo "timing: setup's node images $(( $(date +%s) - t1 ))s"
 ensure_inotify
 # molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run.
-# molecule/arm64's node runs under qemu-user, about 17 minutes of a worker and 11 of image build on a new machine: more
+# molecule/arm64's node runs under qemu-user, about 6 minutes of a worker (under gpunode_mitogen) and 9 of image build on a new machine: more
 # than the test command's budget has (docs/test-times.md), so it runs only with GPUNODE_TEST_ARM64=1 and is skipped
 # otherwise, saying so (GPUNODE_ARM64_UNAVAILABLE, tests/molecule/test_scenarios.py). Where the kernel or the user
 # cannot register qemu-aarch64, it is skipped saying why.
@@ -35,7 +35,7 @@ case " $* " in
   *)
     ensure_chromium
     if [ "${GPUNODE_TEST_ARM64:-0}" != 1 ]; then
-      export GPUNODE_ARM64_UNAVAILABLE="opt-in: GPUNODE_TEST_ARM64=1 runs it (qemu-user emulation, about 17 minutes)"
+      export GPUNODE_ARM64_UNAVAILABLE="opt-in: GPUNODE_TEST_ARM64=1 runs it (qemu-user emulation, about 6 minutes)"
     elif { why=$(ensure_arm64_emulation 2>&1 1>&3); } 3>&1; then
       ensure_images debian12-arm64
     else
