@@ -11,8 +11,9 @@ export GPUNODE_CACHE=${GPUNODE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpu-node-p
 # molecule (.config/molecule/config.yml), the demo (molecule/resources/local_node.yml) and the tests. Default:
 # ../shared/upstream next to the project where that exists, else the cache folder that scripts/build-upstream.sh
 # builds into. resolve_upstream_dir exports it, absolute.
-# nvidia-container-toolkit-arm64: the toolkit cross-built for arm64, in nvidia-container-toolkit/bin-arm64/; only the
-# opt-in arm64 scenario (GPUNODE_TEST_ARM64=1) needs it, so only then is it required.
+# nvidia-container-toolkit-arm64: the toolkit cross-built for arm64, in nvidia-container-toolkit/bin-arm64/. molecule/arm64
+# packages it where it is there, and labelled script stand-ins where it is not (its test of the arm64 build says so
+# and is skipped); only GPUNODE_TEST_ARM64=1 requires it.
 UPSTREAM_COMPONENTS=(nvidia-container-toolkit nvidia-container-toolkit-arm64 cri-o containerd)
 
 upstream_needed() {

@@ -36,7 +36,7 @@ EXPECTED_SECONDS = {
     "gpu_pods": 930,
     "installers": 863,
     "kubelet": 783,
-    "arm64": 500,  # 358 s alone under gpunode_mitogen (2026-12-01), 1020 under linear
+    "arm64": 500,  # 358 s alone under gpunode_mitogen (2026-12-01), 495 beside a scenario (2026-12-02), 1020 linear
     "demo": 365,
     "fleet": 345,
     "nvidia_runtime": 334,

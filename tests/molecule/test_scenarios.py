@@ -27,6 +27,7 @@ from tests.lanes import apt_slot_first
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / ".ci-logs"
 FIRST, LAST = ["harness"], ["default"]
+BINFMT_QEMU_AARCH64 = "/proc/sys/fs/binfmt_misc/qemu-aarch64"  # where scripts/lib.sh registers arm64 emulation
 RAN: set[str] = set()  # the scenarios this process ran (molecule test), for test_molecule_scenario_left_no_node
 
 
@@ -42,14 +43,21 @@ def _node_names(scenario: str) -> set[str]:
     return {platform["name"] for platform in platforms}
 
 
+def _arm64_unavailable() -> str:
+    """Why the arm64 node cannot run here ("" where it can): scripts/test.sh's reason (GPUNODE_ARM64_UNAVAILABLE: no
+    emulation, or GPUNODE_TEST_ARM64=0), else qemu-aarch64 missing from binfmt_misc (pytest run without test.sh)."""
+    if why := os.environ.get("GPUNODE_ARM64_UNAVAILABLE", ""):
+        return why
+    if not Path(BINFMT_QEMU_AARCH64).exists():
+        return f"{BINFMT_QEMU_AARCH64} is missing: scripts/test.sh registers qemu-user-static (scripts/lib.sh)"
+    return ""
+
+
 @pytest.mark.molecule
 @pytest.mark.parametrize("scenario", _scenarios())
 def test_molecule_scenario(scenario, record_property):
-    if scenario == "arm64" and (
-        os.environ.get("GPUNODE_TEST_ARM64") != "1" or os.environ.get("GPUNODE_ARM64_UNAVAILABLE")
-    ):
-        why = os.environ.get("GPUNODE_ARM64_UNAVAILABLE") or "opt-in: GPUNODE_TEST_ARM64=1 runs it"
-        pytest.skip(f"molecule/arm64 (qemu-user) not run (scripts/test.sh): {why}")
+    if scenario == "arm64" and (why := _arm64_unavailable()):
+        pytest.skip(f"molecule/arm64 (qemu-user) not run: {why}")
     LOGS.mkdir(exist_ok=True)
     log = LOGS / f"molecule-{scenario}.log"
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")

@@ -1,13 +1,23 @@
 """The arm64 node (NVIDIA Grace: GH200 and GB200 are aarch64) under qemu-user: the roles ran for real on it in
-converge (molecule/arm64/molecule.yml says which), with arm64 binaries throughout."""
+converge (molecule/arm64/molecule.yml says which), with arm64 binaries throughout (NVIDIA's toolkit: where its arm64
+build is at hand, else the labelled script stand-ins, molecule/arm64/prepare.yml)."""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
+
+import pytest
 
 testinfra_hosts = ["ansible://arm-debian12"]
 
 REPORT = "/var/lib/gpu-node-provisioning/validate.json"
+# NVIDIA's toolkit cross-built for arm64 (scripts/build-upstream.sh nvidia-container-toolkit-arm64), where it is: in
+# the upstream builds' directory as .config/molecule/config.yml finds it (gpunode_upstream_dir)
+PROJECT = Path(__file__).resolve().parents[3]
+UPSTREAM = Path(os.environ.get("GPUNODE_UPSTREAM_DIR") or PROJECT / ".." / "shared" / "upstream")
+ARM64_BUILD = UPSTREAM / "nvidia-container-toolkit" / "bin-arm64" / "nvidia-container-runtime"
 TOOLS = ["nvidia-ctk", "nvidia-container-runtime", "nvidia-container-runtime-hook", "nvidia-cdi-hook"]
 
 
@@ -31,10 +41,27 @@ def test_node_facts_on_arm64(host):
     assert gathered["ansible_architecture"] == "aarch64"
 
 
-def test_nvidia_runtime_is_the_arm64_build_in_arm64_packages(host):
+def test_toolkit_packages_are_arm64_and_say_what_they_carry(host):
+    """arm64 packages from the signed stand-in repository, carrying NVIDIA's arm64 build where the upstream builds'
+    directory has it, else the labelled script stand-ins (molecule/arm64/prepare.yml): the STAND-IN file says which."""
     for package in ("nvidia-container-toolkit", "nvidia-container-toolkit-base"):
         assert host.package(package).is_installed, package
         assert host.check_output(f"dpkg-query -W -f '${{Architecture}}' {package}") == "arm64", package
+    said = host.file("/usr/share/doc/nvidia-container-toolkit-base/STAND-IN").content_string.splitlines()[0]
+    scripts = "script" in said.lower()
+    assert scripts is not ARM64_BUILD.is_file(), (said, ARM64_BUILD)
+    if scripts:
+        for tool in TOOLS:
+            assert "TEST STAND-IN" in host.file(host.check_output(f"command -v {tool}")).content_string, tool
+
+
+def test_nvidia_runtime_is_the_arm64_build_in_arm64_packages(host):
+    if not ARM64_BUILD.is_file():
+        pytest.skip(
+            f"no arm64 build of NVIDIA's toolkit in {ARM64_BUILD.parent} (the packages carry the labelled script "
+            "stand-ins): scripts/build-upstream.sh nvidia-container-toolkit-arm64 cross-builds it where its source "
+            "can be fetched"
+        )
     for tool in TOOLS:
         path = host.check_output(f"command -v {tool}")
         assert host.check_output(f"od -An -j18 -N2 -tx2 {path}").strip() == "00b7", tool
