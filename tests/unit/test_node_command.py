@@ -15,6 +15,7 @@ import pty
 import signal
 import subprocess
 import time
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -139,13 +140,27 @@ def test_the_files_are_gone_after_a_run_and_after_a_hangup(tmp_path):
     process = subprocess.Popen(
         ["/bin/sh", "-c", _script(node_command.wrap("sleep 30", MARKER))], env=env, start_new_session=True
     )
-    deadline = time.monotonic() + 10
-    while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
+    # the command runs: its `sleep` is in the group (a hangup sent before the wrapper forked it would not reach it,
+    # and the wrapper would wait the 30 s for it before its trap runs; CI's busy machine once took that long)
+    deadline = time.monotonic() + 120
+    while not _sleep_in_group(process.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert len(list(tmp_path.iterdir())) == 2  # the two files exist while it runs (the oracle)
     os.killpg(process.pid, signal.SIGHUP)  # a hangup reaches the terminal's whole process group
-    assert process.wait(timeout=10) == 129
+    assert process.wait(timeout=120) == 129
     assert list(tmp_path.iterdir()) == []
+
+
+def _sleep_in_group(pgid: int) -> bool:
+    """Whether a `sleep` runs in the process group."""
+    for proc in Path("/proc").iterdir():
+        try:
+            ours = proc.name.isdigit() and os.getpgid(int(proc.name)) == pgid
+            if ours and (proc / "cmdline").read_bytes().split(b"\0")[0].endswith(b"sleep"):
+                return True
+        except OSError:  # the process ended meanwhile
+            continue
+    return False
 
 
 def test_the_shells_own_complaint_is_the_stderr_when_the_command_wrote_none():
