@@ -22,31 +22,25 @@ ensure_venv
 ensure_docker
 echo "timing: setup's venv and engine $(( $(date +%s) - t0 ))s"
 t1=$(date +%s)
-# molecule/arm64's node runs under qemu-user (Grace nodes are aarch64): its image is built first, with the others (the
-# longest build: about 9 minutes on a new machine), where the kernel lets scripts/lib.sh register qemu-aarch64; where it
-# cannot, the scenario is skipped saying why (GPUNODE_ARM64_UNAVAILABLE, tests/molecule/test_scenarios.py).
+ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404 ubuntu2604
+echo "timing: setup's node images $(( $(date +%s) - t1 ))s"
+ensure_inotify
+# molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run.
+# molecule/arm64's node runs under qemu-user (Grace nodes are aarch64), registered here where the kernel lets
+# scripts/lib.sh; where it cannot, the scenario is skipped saying why (GPUNODE_ARM64_UNAVAILABLE,
+# tests/molecule/test_scenarios.py, which builds its image when it runs: about 12 minutes on a new machine).
 # GPUNODE_TEST_ARM64=0 leaves it out; =1 makes it require NVIDIA's toolkit built for arm64 (lib.sh, upstream_needed).
-arm64=()
 case " $* " in
   *" -k unit "* | *" -k lint "* | *" -m "*"not molecule"*) ;;
   *)
+    ensure_chromium
     if [ "${GPUNODE_TEST_ARM64:-}" = 0 ]; then
       export GPUNODE_ARM64_UNAVAILABLE="left out with GPUNODE_TEST_ARM64=0"
-    elif { why=$(ensure_arm64_emulation 2>&1 1>&3); } 3>&1; then
-      arm64=(debian12-arm64)
-    else
+    elif ! { why=$(ensure_arm64_emulation 2>&1 1>&3); } 3>&1; then
       echo "WARNING: no arm64 emulation, so molecule/arm64 is skipped: $why" >&2
       export GPUNODE_ARM64_UNAVAILABLE="$why"
     fi
     ;;
-esac
-ensure_images "${arm64[@]}" debian11 debian12 debian13 forky ubuntu2204 ubuntu2404 ubuntu2604
-echo "timing: setup's node images $(( $(date +%s) - t1 ))s"
-ensure_inotify
-# molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run.
-case " $* " in
-  *" -k unit "* | *" -k lint "* | *" -m "*"not molecule"*) ;;
-  *) ensure_chromium ;;
 esac
 echo "timing: setup $(( $(date +%s) - t0 ))s"
 

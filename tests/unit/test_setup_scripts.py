@@ -4,12 +4,14 @@ commands stop with a message that says what is missing and how to fix it."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -198,3 +200,21 @@ def test_a_bad_number_of_image_jobs_is_refused_by_name(stand_in_builder):
     run = _ensure_images(env, "a-1", jobs="three")
     assert run.returncode == 1
     assert "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got 'three'" in run.stderr
+
+
+def test_every_node_image_a_scenario_names_is_built_by_the_setup_or_when_the_scenario_runs():
+    """scripts/test.sh's setup builds the amd64 node images every scenario shares; an image one scenario alone needs,
+    the arm64 node's (about 12 minutes on a new machine), is built when that scenario runs
+    (tests/molecule/test_scenarios.py, ON_DEMAND_IMAGES), so a run of other scenarios never waits for it."""
+    from tests.molecule.test_scenarios import ON_DEMAND_IMAGES
+
+    setup = re.findall(r"^ensure_images (.+)$", (ROOT / "scripts" / "test.sh").read_text(), re.M)
+    assert len(setup) == 1, setup
+    built = set(setup[0].split())
+    for molecule in sorted((ROOT / "molecule").glob("*/molecule.yml")):
+        scenario = molecule.parent.name
+        for platform in yaml.safe_load(molecule.read_text())["platforms"]:
+            image = platform["image"].removeprefix("gpunode:")
+            assert image in built | set(ON_DEMAND_IMAGES.get(scenario, [])), (scenario, platform["name"], image)
+    on_demand = {image for images in ON_DEMAND_IMAGES.values() for image in images}
+    assert on_demand and not on_demand & built, on_demand & built
