@@ -339,7 +339,7 @@ def test_toolkit_row(p, facts, ctk, pkg, expected, installed):
     assert toolkit_row(params(**p), facts, ctk, pkg) == (expected, installed)
 
 
-SCRIPTS = "TEST STAND-IN package, script stand-ins: NVIDIA's tools are not in it (no GPUNODE_UPSTREAM_DIR)\nmore\n"
+SCRIPTS = "TEST STAND-IN package, script stand-ins: NVIDIA's tools are not in it (not in GPUNODE_UPSTREAM_DIR)\nmore\n"
 CARRYING = "TEST STAND-IN package carrying NVIDIA's own tools (toolkit 1.20.0 built from source)\nmore\n"
 
 
