@@ -37,6 +37,7 @@ case " $* " in
     if [ "${GPUNODE_TEST_ARM64:-}" = 0 ]; then
       export GPUNODE_ARM64_UNAVAILABLE="left out with GPUNODE_TEST_ARM64=0"
     elif ! { why=$(ensure_arm64_emulation 2>&1 1>&3); } 3>&1; then
+      [ "${GPUNODE_TEST_ARM64:-}" != 1 ] || die "GPUNODE_TEST_ARM64=1 asks for molecule/arm64, and there is no arm64 emulation: $why"
       echo "WARNING: no arm64 emulation, so molecule/arm64 is skipped: $why" >&2
       export GPUNODE_ARM64_UNAVAILABLE="$why"
     fi

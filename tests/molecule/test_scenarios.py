@@ -12,6 +12,7 @@ the task or test and the reason (tests/failure_reason.py), then shows the log's 
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -22,15 +23,11 @@ import yaml
 from tests import payload_cache
 from tests.cpu_seconds import NodeCpu
 from tests.failure_reason import molecule_failure
-from tests.lanes import apt_slot_first
+from tests.lanes import ON_DEMAND_IMAGES, apt_slot_first
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / ".ci-logs"
 FIRST, LAST = ["harness"], ["default"]
-# Node images built when their scenario runs, not in scripts/test.sh's setup: the arm64 node's (about 12 minutes on a
-# new machine, under emulation) is built on the worker that runs molecule/arm64, beside the other workers' tests, and a
-# run of other scenarios never waits for it.
-ON_DEMAND_IMAGES = {"arm64": ["debian12-arm64"]}
 BINFMT_QEMU_AARCH64 = "/proc/sys/fs/binfmt_misc/qemu-aarch64"  # where scripts/lib.sh registers arm64 emulation
 RAN: set[str] = set()  # the scenarios this process ran (molecule test), for test_molecule_scenario_left_no_node
 
@@ -52,7 +49,7 @@ def _arm64_unavailable() -> str:
     emulation, or GPUNODE_TEST_ARM64=0), else qemu-aarch64 missing from binfmt_misc (pytest run without test.sh)."""
     if why := os.environ.get("GPUNODE_ARM64_UNAVAILABLE", ""):
         return why
-    if not Path(BINFMT_QEMU_AARCH64).exists():
+    if platform.machine() != "aarch64" and not Path(BINFMT_QEMU_AARCH64).exists():
         return f"{BINFMT_QEMU_AARCH64} is missing: scripts/test.sh registers qemu-user-static (scripts/lib.sh)"
     return ""
 
@@ -82,9 +79,14 @@ def test_molecule_scenario(scenario, record_property):
     record_property("node_cpu_seconds", nodes.total())  # the stage timings' CPU of its nodes (tests/conftest.py)
     if result.returncode != 0:
         text = log.read_text(errors="replace")
-        what = "scripts/lib.sh's ensure_images" if result.args[0] == "bash" else f"`molecule test -s {scenario}`"
-        header = f"{what} exited with rc {result.returncode}; last lines of {log}:"
-        pytest.fail("\n".join([molecule_failure(scenario, text), header, *text.splitlines()[-80:]]))
+        if result.args[0] == "bash":  # the on-demand image build, before molecule
+            last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+            reason = f"molecule {scenario}: building its node image ({', '.join(images)}) failed: {last}"
+            header = f"scripts/lib.sh's ensure_images exited with rc {result.returncode}; last lines of {log}:"
+        else:
+            reason = molecule_failure(scenario, text)
+            header = f"`molecule test -s {scenario}` exited with rc {result.returncode}; last lines of {log}:"
+        pytest.fail("\n".join([reason, header, *text.splitlines()[-80:]]))
 
 
 @pytest.mark.molecule

@@ -145,6 +145,7 @@ def test_the_files_are_gone_after_a_run_and_after_a_hangup(tmp_path):
     deadline = time.monotonic() + 120
     while not _sleep_in_group(process.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert _sleep_in_group(process.pid), "the wrapper never started its command"
     assert len(list(tmp_path.iterdir())) == 2  # the two files exist while it runs (the oracle)
     os.killpg(process.pid, signal.SIGHUP)  # a hangup reaches the terminal's whole process group
     assert process.wait(timeout=120) == 129

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.lanes import ON_DEMAND_IMAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -205,9 +207,7 @@ def test_a_bad_number_of_image_jobs_is_refused_by_name(stand_in_builder):
 def test_every_node_image_a_scenario_names_is_built_by_the_setup_or_when_the_scenario_runs():
     """scripts/test.sh's setup builds the amd64 node images every scenario shares; an image one scenario alone needs,
     the arm64 node's (about 12 minutes on a new machine), is built when that scenario runs
-    (tests/molecule/test_scenarios.py, ON_DEMAND_IMAGES), so a run of other scenarios never waits for it."""
-    from tests.molecule.test_scenarios import ON_DEMAND_IMAGES
-
+    (tests/lanes.py, ON_DEMAND_IMAGES), so a run of other scenarios never waits for it."""
     setup = re.findall(r"^ensure_images (.+)$", (ROOT / "scripts" / "test.sh").read_text(), re.M)
     assert len(setup) == 1, setup
     built = set(setup[0].split())
