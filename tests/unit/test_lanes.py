@@ -10,11 +10,20 @@ from types import SimpleNamespace
 
 import pytest
 
+from tests import lanes
 from tests.conftest import pytest_xdist_make_scheduler
 from tests.lanes import EXPECTED_SECONDS, ROOT, SCENARIO_ORDER, apt_slot_first, group_of, is_cgroup2_scenario, work_key
 from tests.molecule.test_scenarios import _scenarios
 
 RUN = "tests/molecule/test_scenarios.py::test_molecule_scenario[{}]"
+
+
+@pytest.fixture(autouse=True)
+def images_built(monkeypatch):
+    """Every node image there (the order of a machine that has run the tests), whatever this machine has."""
+    monkeypatch.setattr(lanes, "image_missing", lambda image: False)
+
+
 LEFT = "tests/molecule/test_scenarios.py::test_molecule_scenario_left_no_node[{}]"
 
 
@@ -167,3 +176,15 @@ def test_a_narrow_selection_runs_whatever_order_the_workers_came_up_in(names, up
         if is_cgroup2_scenario(name):
             assert ran[RUN.format(name)]["worker"] == "gw0"
         assert ran[RUN.format(name)]["end"] <= ran[LEFT.format(name)]["start"]
+
+
+def test_a_scenario_whose_image_is_still_to_build_starts_earlier(monkeypatch):
+    """On a new machine molecule/arm64 first builds its image (tests/lanes.py IMAGE_BUILD_SECONDS): its work unit then
+    comes before the scenarios that take less than that and the build together."""
+    built = work_key("molecule arm64", 1, 3)
+    assert built == (SCENARIO_ORDER, -EXPECTED_SECONDS["arm64"])
+    monkeypatch.setattr(lanes, "image_missing", lambda image: image == "debian12-arm64")
+    missing = work_key("molecule arm64", 1, 3)
+    assert missing == (SCENARIO_ORDER, -EXPECTED_SECONDS["arm64"] - lanes.IMAGE_BUILD_SECONDS["debian12-arm64"])
+    assert missing < work_key("molecule kubelet", 1, 3) and built > work_key("molecule kubelet", 1, 3)
+    assert set(lanes.IMAGE_BUILD_SECONDS) == {image for images in lanes.ON_DEMAND_IMAGES.values() for image in images}
