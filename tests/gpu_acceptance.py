@@ -60,9 +60,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.doctor_params import shared_doctor_params
+from tests.upstream import upstream_dir
 
 # the upstream builds' directory: GPUNODE_UPSTREAM_DIR, as scripts/lib.sh resolves it (default ../shared/upstream)
-UPSTREAM_DIR = Path(os.environ.get("GPUNODE_UPSTREAM_DIR") or ROOT.parent / "shared" / "upstream")
+UPSTREAM_DIR = upstream_dir()
 BINARIES = Path(os.environ.get("NVIDIA_TOOLKIT_BINARIES", UPSTREAM_DIR / "nvidia-container-toolkit"))
 # where the PCI functions are (tests point it at an empty directory to see the refusal on any machine)
 PCI_ROOT = os.environ.get("GPU_ACCEPTANCE_PCI_ROOT", "/sys/bus/pci/devices")

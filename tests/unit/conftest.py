@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from ansible.plugins.loader import init_plugin_loader
 
-from tests import payload_cache
+from tests import payload_cache, upstream
 from tests.doctor_params import shared_doctor_params, shared_values
+from tests.upstream import UPSTREAM_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[2]
 COLLECTIONS = ROOT / "collections"
@@ -164,15 +165,11 @@ def module_runner():
     return run_module
 
 
-UPSTREAM_VARIABLE = "GPUNODE_UPSTREAM_DIR"
-
-
 def upstream_path(environ=os.environ) -> Path:
     """The directory of upstream builds the tests take as inputs (containerd, CRI-O, NVIDIA's toolkit, each with its
     BUILD.md): $GPUNODE_UPSTREAM_DIR, else <project>/../shared/upstream. Missing: the test fails, naming the
     variable (never a skip)."""
-    named = environ.get(UPSTREAM_VARIABLE)
-    path = Path(named) if named else ROOT.parent / "shared" / "upstream"
+    path = upstream.upstream_dir(environ)
     if not path.is_dir():
         pytest.fail(
             f"the upstream builds are not at {path}: set {UPSTREAM_VARIABLE} to the directory that holds containerd/,"

@@ -5,19 +5,20 @@ build is at hand, else the labelled script stand-ins, molecule/arm64/prepare.yml
 from __future__ import annotations
 
 import json
-import os
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from tests.upstream import upstream_dir
 
 testinfra_hosts = ["ansible://arm-debian12"]
 
 REPORT = "/var/lib/gpu-node-provisioning/validate.json"
 # NVIDIA's toolkit cross-built for arm64 (scripts/build-upstream.sh nvidia-container-toolkit-arm64), where it is: in
 # the upstream builds' directory as .config/molecule/config.yml finds it (gpunode_upstream_dir)
-PROJECT = Path(__file__).resolve().parents[3]
-UPSTREAM = Path(os.environ.get("GPUNODE_UPSTREAM_DIR") or PROJECT / ".." / "shared" / "upstream")
-ARM64_BUILD = UPSTREAM / "nvidia-container-toolkit" / "bin-arm64" / "nvidia-container-runtime"
+ARM64_BUILD = upstream_dir() / "nvidia-container-toolkit" / "bin-arm64" / "nvidia-container-runtime"
 TOOLS = ["nvidia-ctk", "nvidia-container-runtime", "nvidia-container-runtime-hook", "nvidia-cdi-hook"]
 
 
