@@ -1,7 +1,8 @@
 """The verify steps' re-runs of converge.yml, shared by the test files: two runs, each on several nodes
 at once with their own variables and mutations, instead of one run per failure mode.
 
-- first_rerun: drv-skip as it is (skipped, says why); drv-debian12 with a newer TEST STAND-IN kernel
+- first_rerun: drv-debian12-cuda without force, as a GPU-less node (skipped, says why, leaves its driver);
+  drv-debian12 with a newer TEST STAND-IN kernel
   image without headers (fails before any reboot); drv-ubuntu2404-signed with the sysfs stand-in of a
   Pascal + Blackwell node (fails in the preflight); drv-ubuntu2604 with nvidia_driver_hold_kernel off
   (releases the kernel hold); drv-debian13 expecting another key than the stand-in CUDA repository's (refused,
@@ -86,7 +87,7 @@ def first_rerun() -> Rerun:
     try:
         return _rerun(
             {
-                "drv-skip": {},
+                "drv-debian12-cuda": {"nvidia_driver_force": False},
                 "drv-debian12": {},
                 "drv-debian13": {"nvidia_driver_cuda_repo_key_fingerprint": OTHER_KEY},
                 "drv-ubuntu2404-signed": {"drv_sysfs_standin": "/srv/mixed-pascal-blackwell-sysfs"},
