@@ -170,17 +170,25 @@ ensure_ubuntu_keyring() {
   die "could not install ubuntu-keyring (Ubuntu's archive key), needed to build the Ubuntu node images. Fix: install the package ubuntu-keyring (Debian 13 or newer, or Ubuntu)."
 }
 
-ensure_images() {
-  # ensure_images NODE... : build the node images that are missing or outdated.
-  # debootstrap is installed when root can; otherwise the build script says what
-  # is missing, and only when an image really needs building. Ubuntu nodes need
-  # Ubuntu's archive key (ensure_ubuntu_keyring).
+ensure_image_tools() {
+  # ensure_image_tools NODE... : what building these node images needs. debootstrap is installed when root can;
+  # otherwise the build script says what is missing, and only when an image really needs building. Ubuntu nodes need
+  # Ubuntu's archive key (ensure_ubuntu_keyring). scripts/test.sh runs it once before the tests, which build their
+  # images themselves: two of them never install a package at the same moment.
   if ! command -v debootstrap >/dev/null 2>&1 && is_root; then
     apt_install debootstrap || die "debootstrap is missing and apt-get install debootstrap failed."
   fi
   case " $* " in
     *" ubuntu"*) [ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ] || ensure_ubuntu_keyring ;;
   esac
+}
+
+ensure_images() {
+  # ensure_images NODE... : build the node images that are missing or outdated. Safe to run several at once (the
+  # test command's workers each ensure their scenario's images, the demo its own): one build of an image at a time,
+  # under a lock of its own in GPUNODE_CACHE/locks; who waited for it finds it built (the build script's recipe check)
+  # and builds nothing.
+  ensure_image_tools "$@"
   # Up to GPUNODE_IMAGE_JOBS builds (default 3) run at once: a build waits on the archive (debootstrap's downloads) about
   # as much as it computes, so on a new machine, where every image is built, three at a time take less time than one
   # after another (docs/test-times.md). Each build's output is shown once it ends, so two builds' lines never mix; where
@@ -189,13 +197,19 @@ ensure_images() {
   local max=${GPUNODE_IMAGE_JOBS:-3} dir node running=() waiting=("$@") left=() failed=() pids=()
   case "$max" in '' | *[!0-9]* | 0) die "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got '$max'." ;; esac
   dir=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-images.XXXXXX")
+  local locks=$GPUNODE_CACHE/locks
+  mkdir -p "$locks"
   while [ "${#waiting[@]}" -gt 0 ] || [ "${#running[@]}" -gt 0 ]; do
     while [ "${#waiting[@]}" -gt 0 ] && [ "${#running[@]}" -lt "$max" ]; do
       node=${waiting[0]}
       waiting=("${waiting[@]:1}")
       (
         rc=0
-        bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
+        if command -v flock >/dev/null 2>&1; then
+          flock "$locks/image-$node.lock" bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
+        else
+          bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
+        fi
         echo "$rc" > "$dir/$node.rc"
       ) &
       pids+=("$!")

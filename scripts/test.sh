@@ -2,7 +2,8 @@
 # Runs every test: lint, unit tests, the demo (scripts/demo.sh in a fresh clone)
 # and every molecule scenario, in that order.
 # Sets up what it needs on a fresh Debian/Ubuntu machine (as root): a Python
-# venv from requirements-test.txt, a Docker engine, the node images. First of all
+# venv from requirements-test.txt, a Docker engine; the node images are built
+# by the tests that need them. First of all
 # it needs the upstream builds in GPUNODE_UPSTREAM_DIR (default ../shared/upstream),
 # or builds them (scripts/build-upstream.sh), or stops naming what is missing.
 #   bash scripts/test.sh                 # everything
@@ -21,9 +22,11 @@ esac
 ensure_venv
 ensure_docker
 echo "timing: setup's venv and engine $(( $(date +%s) - t0 ))s"
-t1=$(date +%s)
-ensure_images debian11 debian12 debian13 forky ubuntu2204 ubuntu2404 ubuntu2604
-echo "timing: setup's node images $(( $(date +%s) - t1 ))s"
+# The node images are built by the tests that run nodes, when they run (ensure_images, one build of an image at a
+# time): each molecule scenario its own (tests/molecule/test_scenarios.py), the demo its own, the unit test on Debian
+# 11's Python its own. On a new machine the builds (about 4 to 11 minutes) overlap lint and the unit tests on the other
+# workers instead of holding every worker back. Here only what the builds need (debootstrap, Ubuntu's archive key).
+ensure_image_tools ubuntu
 ensure_inotify
 # molecule/fleet renders the fleet report in headless Chromium: only when the molecule tests run.
 # molecule/arm64's node runs under qemu-user (Grace nodes are aarch64), registered here where the kernel lets

@@ -25,6 +25,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # the groups pinned to a worker, which runs them before anything else
@@ -44,12 +46,11 @@ EXPECTED_SECONDS = {
     "fuse_security": 216,
     "gpu_settings": 99,
 }
-# Node images built when their scenario runs (tests/molecule/test_scenarios.py), not in scripts/test.sh's setup: the
-# arm64 node's (about 12 minutes on a new machine, under emulation) is built on the worker that runs molecule/arm64,
-# beside the other workers' tests, and a run of other scenarios never waits for it.
-ON_DEMAND_IMAGES = {"arm64": ["debian12-arm64"]}
-# Seconds such an image takes to build where the machine has none yet (debian12-arm64: 705 s beside a scenario,
-# 2026-12-02): added to its scenario's EXPECTED_SECONDS then, so that on a new machine it starts early, not last.
+# Every scenario builds the node images it names when it runs (scenario_images, tests/molecule/test_scenarios.py), not
+# scripts/test.sh's setup: on a new machine the builds overlap the other workers' tests. An image that takes long to
+# build where the machine has none yet adds its seconds to its scenario's EXPECTED_SECONDS then, so that on a new
+# machine that scenario starts early, not last: debian12-arm64, under emulation (705 s beside a scenario, 2026-12-02).
+# The amd64 images take about 1 to 3 minutes each and are shared by several scenarios: not counted.
 IMAGE_BUILD_SECONDS = {"debian12-arm64": 705}
 # work_key's first number for the demo and the unpinned scenarios: only an idle worker takes one
 SCENARIO_ORDER = 2
@@ -94,15 +95,23 @@ def work_key(unit: str, worker: int, workers: int) -> tuple[int, int] | None:
         return (0, 0) if PINNED[unit] % workers == worker % workers else None
     name = unit.removeprefix("molecule ")
     if unit == "demo" or name != unit:
-        images = ON_DEMAND_IMAGES.get(name, [])
-        building = sum(IMAGE_BUILD_SECONDS.get(image, 0) for image in images if image_missing(image))
+        slow = [image for image in scenario_images(name) if image in IMAGE_BUILD_SECONDS] if name != unit else []
+        building = sum(IMAGE_BUILD_SECONDS[image] for image in slow if image_missing(image))
         return (SCENARIO_ORDER, -EXPECTED_SECONDS.get(name, 0) - building)  # a scenario not listed yet: last
     return (1, 0)
 
 
 @functools.cache
+def scenario_images(scenario: str) -> list[str]:
+    """The node images the scenario's nodes run (its molecule.yml platforms, gpunode:<image>), in their order."""
+    platforms = yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"]
+    images = [platform["image"].removeprefix("gpunode:") for platform in platforms]
+    return list(dict.fromkeys(images))
+
+
+@functools.cache
 def image_missing(image: str) -> bool:
-    """Whether the machine has no node image gpunode:<image> yet (its scenario builds it: ON_DEMAND_IMAGES)."""
+    """Whether the machine has no node image gpunode:<image> yet (its scenario builds it when it runs)."""
     try:
         inspect = subprocess.run(["docker", "image", "inspect", f"gpunode:{image}"], capture_output=True, check=False)
     except OSError:  # no docker client: no scenario runs here

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.lanes import ON_DEMAND_IMAGES
+from tests.lanes import scenario_images
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,10 +127,12 @@ def stand_in_builder(tmp_path):
     builder = tmp_path / "build.sh"
     builder.write_text(
         "#!/bin/bash\n"
+        f'[ ! -e {tmp_path}/built-$1 ] || {{ echo "node image $1 is up to date"; exit 0; }}\n'
         f'echo "start $1" >> {trace}\n'
         'case $1 in bad-*) echo "no archive for $1" >&2; exit 3 ;; esac\n'
         'sleep "${1#*-}"\n'
         'echo "built node image $1"\n'
+        f"touch {tmp_path}/built-$1\n"
         f'echo "end $1" >> {trace}\n'
     )
     bindir = tmp_path / "bin"
@@ -204,17 +206,31 @@ def test_a_bad_number_of_image_jobs_is_refused_by_name(stand_in_builder):
     assert "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got 'three'" in run.stderr
 
 
-def test_every_node_image_a_scenario_names_is_built_by_the_setup_or_when_the_scenario_runs():
-    """scripts/test.sh's setup builds the amd64 node images every scenario shares; an image one scenario alone needs,
-    the arm64 node's (about 12 minutes on a new machine), is built when that scenario runs
-    (tests/lanes.py, ON_DEMAND_IMAGES), so a run of other scenarios never waits for it."""
-    setup = re.findall(r"^ensure_images (.+)$", (ROOT / "scripts" / "test.sh").read_text(), re.M)
-    assert len(setup) == 1, setup
-    built = set(setup[0].split())
+def test_the_setup_builds_no_node_image_each_test_that_runs_nodes_builds_its_own():
+    """scripts/test.sh's setup builds no node image (on a new machine the builds overlap the other workers' tests):
+    each molecule scenario builds the images its platforms name when it runs (tests/lanes.py scenario_images), the demo
+    its own (scripts/demo.sh) and the unit test on Debian 11's Python its own, each through ensure_images, which builds
+    one image at a time (its lock); the setup installs only what the builds need, Ubuntu's archive key included."""
+    test_sh = (ROOT / "scripts" / "test.sh").read_text()
+    assert not re.findall(r"^\s*ensure_images\b", test_sh, re.M)
+    assert re.findall(r"^ensure_image_tools ubuntu$", test_sh, re.M)
+    scenarios = (ROOT / "tests" / "molecule" / "test_scenarios.py").read_text()
+    assert "images = scenario_images(scenario)" in scenarios and "ensure_images {' '.join(images)}" in scenarios
+    assert re.findall(r"^ensure_images debian12$", (ROOT / "scripts" / "demo.sh").read_text(), re.M)
+    assert "ensure_images {image}" in (ROOT / "tests" / "unit" / "test_node_python.py").read_text()
     for molecule in sorted((ROOT / "molecule").glob("*/molecule.yml")):
         scenario = molecule.parent.name
         for platform in yaml.safe_load(molecule.read_text())["platforms"]:
-            image = platform["image"].removeprefix("gpunode:")
-            assert image in built | set(ON_DEMAND_IMAGES.get(scenario, [])), (scenario, platform["name"], image)
-    on_demand = {image for images in ON_DEMAND_IMAGES.values() for image in images}
-    assert on_demand and not on_demand & built, on_demand & built
+            assert platform["image"].removeprefix("gpunode:") in scenario_images(scenario), (scenario, platform)
+
+
+def test_two_ensure_images_at_once_build_an_image_once(stand_in_builder):
+    """Two callers at once (two workers' scenarios, the demo beside one): one builds, the other waits for its lock and
+    finds the image built, so an image is never built twice at the same moment."""
+    env, trace = stand_in_builder
+    script = f". {ROOT}/scripts/lib.sh; ensure_images a-2"
+    both = [subprocess.Popen(["/bin/bash", "-c", script], stdout=subprocess.PIPE, text=True, env=env) for _ in "ab"]
+    outputs = [run.communicate(timeout=60)[0] for run in both]
+    assert [run.returncode for run in both] == [0, 0], outputs
+    assert trace.read_text().splitlines() == ["start a-2", "end a-2"]
+    assert sorted(outputs) == ["built node image a-2\n", "node image a-2 is up to date\n"], outputs
