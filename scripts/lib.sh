@@ -174,13 +174,20 @@ ensure_image_tools() {
   # ensure_image_tools NODE... : what building these node images needs. debootstrap is installed when root can;
   # otherwise the build script says what is missing, and only when an image really needs building. Ubuntu nodes need
   # Ubuntu's archive key (ensure_ubuntu_keyring). scripts/test.sh runs it once before the tests, which build their
-  # images themselves: two of them never install a package at the same moment.
+  # images themselves; callers at once (the test command's workers) install one at a time, under one lock.
+  local lock=
+  if command -v flock >/dev/null 2>&1; then
+    mkdir -p "$GPUNODE_CACHE/locks"
+    exec {lock}>"$GPUNODE_CACHE/locks/image-tools.lock"
+    flock "$lock"
+  fi
   if ! command -v debootstrap >/dev/null 2>&1 && is_root; then
     apt_install debootstrap || die "debootstrap is missing and apt-get install debootstrap failed."
   fi
   case " $* " in
     *" ubuntu"*) [ -f /usr/share/keyrings/ubuntu-archive-keyring.gpg ] || ensure_ubuntu_keyring ;;
   esac
+  [ -z "$lock" ] || exec {lock}>&-
 }
 
 ensure_images() {
@@ -189,7 +196,8 @@ ensure_images() {
   # under a lock of its own in GPUNODE_CACHE/locks; who waited for it finds it built (the build script's recipe check)
   # and builds nothing.
   ensure_image_tools "$@"
-  # Up to GPUNODE_IMAGE_JOBS builds (default 3) run at once: a build waits on the archive (debootstrap's downloads) about
+  # Up to GPUNODE_IMAGE_JOBS builds (default 3) of one call run at once (each call counts its own: the test command's
+  # workers may build more at a moment on a new machine, each image once): a build waits on the archive (debootstrap's downloads) about
   # as much as it computes, so on a new machine, where every image is built, three at a time take less time than one
   # after another (docs/test-times.md). Each build's output is shown once it ends, so two builds' lines never mix; where
   # one fails, the command stops with its output once the builds already started have ended.
@@ -199,6 +207,8 @@ ensure_images() {
   dir=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-images.XXXXXX")
   local locks=$GPUNODE_CACHE/locks
   mkdir -p "$locks"
+  command -v flock >/dev/null 2>&1 ||
+    echo "WARNING: flock (util-linux) is missing: two callers at once may build the same node image twice" >&2
   while [ "${#waiting[@]}" -gt 0 ] || [ "${#running[@]}" -gt 0 ]; do
     while [ "${#waiting[@]}" -gt 0 ] && [ "${#running[@]}" -lt "$max" ]; do
       node=${waiting[0]}
@@ -206,7 +216,7 @@ ensure_images() {
       (
         rc=0
         if command -v flock >/dev/null 2>&1; then
-          flock "$locks/image-$node.lock" bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
+          flock -o "$locks/image-$node.lock" bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
         else
           bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
         fi

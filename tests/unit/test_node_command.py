@@ -140,11 +140,11 @@ def test_the_files_are_gone_after_a_run_and_after_a_hangup(tmp_path):
     # A terminal's session starts with SIGHUP at its default; a test command started under nohup (or from a job that
     # ignores SIGHUP) hands SIG_IGN down, and a shell cannot trap a signal ignored on entry (POSIX, trap): the
     # wrapper would then run its command to the end and exit 0, whatever it does (the failures of 2026-12-02's runs)
+    # (env --default-signal, coreutils >= 8.31: no preexec_fn in a threaded pytest worker)
     process = subprocess.Popen(
-        ["/bin/sh", "-c", _script(node_command.wrap("sleep 30", MARKER))],
+        ["env", "--default-signal=HUP", "/bin/sh", "-c", _script(node_command.wrap("sleep 30", MARKER))],
         env=env,
         start_new_session=True,
-        preexec_fn=_hangup_at_its_default,
     )
     # the command runs: its `sleep` is in the group (a hangup sent before the wrapper forked it would not reach it,
     # and the wrapper would wait the 30 s for it before its trap runs; CI's busy machine once took that long)
@@ -156,10 +156,6 @@ def test_the_files_are_gone_after_a_run_and_after_a_hangup(tmp_path):
     os.killpg(process.pid, signal.SIGHUP)  # a hangup reaches the terminal's whole process group
     assert process.wait(timeout=120) == 129
     assert list(tmp_path.iterdir()) == []
-
-
-def _hangup_at_its_default() -> None:
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def _sleep_in_group(pgid: int) -> bool:

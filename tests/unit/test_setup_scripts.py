@@ -178,7 +178,7 @@ def test_node_images_build_three_at_a_time_each_output_whole(stand_in_builder):
 
 
 def test_node_images_return_while_the_caller_runs_a_daemon(stand_in_builder):
-    """test.sh starts dockerd in the background (ensure_docker) before ensure_images, in the same shell: the builds are
+    """demo.sh starts dockerd in the background (ensure_docker) before ensure_images, in the same shell: the builds are
     waited for, never the daemon (a bare `wait` hung CI's run of 556c086 until its 90-minute limit)."""
     env, _ = stand_in_builder
     daemon = "sleep 300 >/dev/null 2>&1 & daemon=$!; trap 'kill $daemon 2>/dev/null' EXIT"

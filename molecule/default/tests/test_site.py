@@ -77,6 +77,18 @@ def test_gpu_checks_are_skipped_without_a_gpu(host):
         assert checks[name]["detail"].startswith("no GPU"), checks[name]
 
 
+def test_the_driver_role_leaves_a_node_without_gpu_alone(host):
+    """site.yml on a GPU-less node that never had nvidia_driver_force: the role skips it (molecule/nvidia_driver's
+    drv-debian12-cuda shows the message on a node forced before): no driver package, no nouveau blacklist."""
+    listed = host.run(
+        "dpkg-query -W -f='${db:Status-Abbrev} ${Package}\\n' 'nvidia-*' 'libnvidia-*' 2>/dev/null"
+    ).stdout
+    installed = [line.split()[-1] for line in listed.splitlines() if line.startswith("ii")]
+    # the toolkit's packages (forced in this scenario) are the only NVIDIA packages there
+    assert all(name.startswith(("nvidia-container", "libnvidia-container")) for name in installed), installed
+    assert not host.file("/etc/modprobe.d/blacklist-nouveau.conf").exists
+
+
 def test_fuse_and_profiles_pass_the_doctor(host):
     checks = _checks(host)
     assert checks["/dev/fuse"]["status"] == "ok", checks["/dev/fuse"]
