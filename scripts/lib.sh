@@ -176,8 +176,8 @@ ensure_image_tools() {
   # Ubuntu's archive key (ensure_ubuntu_keyring). scripts/test.sh runs it once before the tests, which build their
   # images themselves; callers at once (the test command's workers) install one at a time, under one lock.
   local lock=
+  mkdir -p "$GPUNODE_CACHE/locks"
   if command -v flock >/dev/null 2>&1; then
-    mkdir -p "$GPUNODE_CACHE/locks"
     exec {lock}>"$GPUNODE_CACHE/locks/image-tools.lock"
     flock "$lock"
   fi
@@ -197,29 +197,29 @@ ensure_images() {
   # and builds nothing.
   ensure_image_tools "$@"
   # Up to GPUNODE_IMAGE_JOBS builds (default 3) of one call run at once (each call counts its own: the test command's
-  # workers may build more at a moment on a new machine, each image once): a build waits on the archive (debootstrap's downloads) about
-  # as much as it computes, so on a new machine, where every image is built, three at a time take less time than one
-  # after another (docs/test-times.md). Each build's output is shown once it ends, so two builds' lines never mix; where
+  # workers may build more at a moment on a new machine, each image once): a build waits on the archive (debootstrap's
+  # downloads) about as much as it computes, so on a new machine, where every image is built, three at a time take less
+  # time than one after another (docs/test-times.md). Each build's output is shown once it ends, so two builds' lines never mix; where
   # one fails, the command stops with its output once the builds already started have ended.
   local builder=${GPUNODE_IMAGE_BUILDER:-$ROOT/tests/fixtures/images/build-node-image.sh}
   local max=${GPUNODE_IMAGE_JOBS:-3} dir node running=() waiting=("$@") left=() failed=() pids=()
   case "$max" in '' | *[!0-9]* | 0) die "GPUNODE_IMAGE_JOBS must be a number of 1 or more, got '$max'." ;; esac
   dir=$(mktemp -d "${TMPDIR:-/tmp}/gpunode-images.XXXXXX")
-  local locks=$GPUNODE_CACHE/locks
-  mkdir -p "$locks"
-  command -v flock >/dev/null 2>&1 ||
+  # ensure_image_tools made the lock folder; without flock, no lock (said once)
+  local locks=$GPUNODE_CACHE/locks have_flock=yes build=()
+  if ! command -v flock >/dev/null 2>&1; then
+    have_flock=
     echo "WARNING: flock (util-linux) is missing: two callers at once may build the same node image twice" >&2
+  fi
   while [ "${#waiting[@]}" -gt 0 ] || [ "${#running[@]}" -gt 0 ]; do
     while [ "${#waiting[@]}" -gt 0 ] && [ "${#running[@]}" -lt "$max" ]; do
       node=${waiting[0]}
       waiting=("${waiting[@]:1}")
       (
         rc=0
-        if command -v flock >/dev/null 2>&1; then
-          flock -o "$locks/image-$node.lock" bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
-        else
-          bash "$builder" "$node" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
-        fi
+        build=(bash "$builder" "$node")
+        [ -z "$have_flock" ] || build=(flock -o "$locks/image-$node.lock" "${build[@]}")
+        "${build[@]}" > "$dir/$node.out" 2> "$dir/$node.err" || rc=$?
         echo "$rc" > "$dir/$node.rc"
       ) &
       pids+=("$!")

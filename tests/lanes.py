@@ -60,7 +60,7 @@ APT_SLOTS_PER_WORKER = 8
 
 def is_cgroup2_scenario(scenario: str) -> bool:
     """Whether one of the scenario's nodes runs Debian testing (forky)."""
-    return "gpunode:forky" in (ROOT / "molecule" / scenario / "molecule.yml").read_text()
+    return "forky" in scenario_images(scenario)
 
 
 SHARED_WORK = re.compile(r"fixture\(scope=\"module\"|@functools\.(?:cache|lru_cache)\b")
@@ -102,11 +102,14 @@ def work_key(unit: str, worker: int, workers: int) -> tuple[int, int] | None:
 
 
 @functools.cache
+def scenario_platforms(scenario: str) -> tuple[dict, ...]:
+    """The scenario's nodes: its molecule.yml platforms (name, image ...), read once a process."""
+    return tuple(yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"])
+
+
 def scenario_images(scenario: str) -> list[str]:
-    """The node images the scenario's nodes run (its molecule.yml platforms, gpunode:<image>), in their order."""
-    platforms = yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"]
-    images = [platform["image"].removeprefix("gpunode:") for platform in platforms]
-    return list(dict.fromkeys(images))
+    """The node images the scenario's nodes run (gpunode:<image>), each once, in their order."""
+    return list(dict.fromkeys(platform["image"].removeprefix("gpunode:") for platform in scenario_platforms(scenario)))
 
 
 @functools.cache

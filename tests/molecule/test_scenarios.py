@@ -18,12 +18,11 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests import payload_cache
 from tests.cpu_seconds import NodeCpu
 from tests.failure_reason import molecule_failure
-from tests.lanes import apt_slot_first, scenario_images
+from tests.lanes import apt_slot_first, scenario_images, scenario_platforms
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGS = ROOT / ".ci-logs"
@@ -40,8 +39,7 @@ def _scenarios() -> list[str]:
 
 def _node_names(scenario: str) -> set[str]:
     """The names of the scenario's node containers (its molecule.yml platforms)."""
-    platforms = yaml.safe_load((ROOT / "molecule" / scenario / "molecule.yml").read_text())["platforms"]
-    return {platform["name"] for platform in platforms}
+    return {platform["name"] for platform in scenario_platforms(scenario)}
 
 
 def _arm64_unavailable() -> str:
