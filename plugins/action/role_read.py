@@ -26,6 +26,12 @@ the same messages), and only when the variables hold, the reads, each a module r
   ``__kubelet_plan_after_read``, plugins/filter/kubelet_plan.py). Its value is the result's ``plan``, registered with
   the read, so the role's later tasks read one value instead of rendering a program of lazy variables again in each
   task (issue 47). A filter that fails fails the task with its message.
+- ``probes``: the name of a variable holding a list of probes (reads in check mode), rendered after ``plan`` with the
+  task's registered result so far (its ``reads`` and ``plan``) under the task's ``register`` name, so that probes
+  built from the plan need no task of their own (the kubelet's, issue 47). A probe of config_file_write, kubelet_flags
+  or ``file`` with ``state: absent`` whose file this task's stat and slurp reads have read is answered on the
+  controller from those bytes and that stat (plugins/plugin_utils/probes.py); any other probe runs its module in
+  check mode. Their results are the result's ``probes``, in order.
 - The task's result: ``reads``, the reads' results in order (a probe's ``changed`` among them); with one read, also
   that read's result itself (so a role that registered its read task keeps the names it reads: ``stdout``,
   ``results``). The task itself never reports a change. ``checked`` lists the variables
@@ -38,6 +44,15 @@ registered (stat's ``stat``, slurp's ``content``/``encoding``/``source`` or its 
 roles that read them change nothing. A no-op re-run's reads of the kubelet and security_profiles roles were 19 module
 runs; they are 2 (issue 47).
 
+A ``command`` read (``ansible.legacy.``/``ansible.builtin.`` or bare) that gives only ``argv`` (and ``stdin``,
+``stdin_add_newline``, ``strip_empty_ends``), one run, no probe, runs its argv through the task's connection itself
+(the way ``raw`` does, with the task's become and environment) instead of as the command module: no module payload to
+build on the controller and no Python to start on the node for a shell read (issue 47: the toolkit's and the fuse
+role's reads were three module runs and one payload build on every re-run). Its result is what the command module
+registers: ``rc``, ``stdout`` and ``stderr`` (trailing newlines stripped unless ``strip_empty_ends`` is false) with
+their ``_lines``, ``cmd``, ``changed`` true, ``failed`` and "non-zero return code" where ``rc`` is not 0. A read with
+``stdin`` over a connection that cannot take input runs the command module as before.
+
 Give the task ``check_mode: false``: a read changes nothing and must run in check mode too (the role's include that
 follows decides from it what ``--check`` shows). A read whose module fails fails the task, as the read task did.
 A role used on its own runs the same task: the check is never skipped.
@@ -45,16 +60,22 @@ A role used on its own runs the same task: the check is never skipped.
 
 from __future__ import annotations
 
+import datetime
+import shlex
 from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import probes as _probes
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
 
 CHECKER = f"{COLLECTION}.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
 BATCH_MODULE = "node_files"
+# The command reads the action runs through the connection itself (direct_command), and the arguments they may give.
+COMMAND_MODULES = ("command", "ansible.legacy.command", "ansible.builtin.command")
+DIRECT_COMMAND_ARGS = {"argv", "stdin", "stdin_add_newline", "strip_empty_ends"}
 # the variable that holds the reads' results while the plan variable renders
 PLAN_READS = "role_read_reads"
 # The modules whose reads node_files does, and the arguments it takes from them. stat's get_mime and get_attributes
@@ -112,6 +133,43 @@ def batched_kind(read) -> str | None:
         if not set(arguments) <= set(BATCHED[kind]) or not any(BATCHED[kind][key] == "path" for key in arguments):
             return None
     return kind
+
+
+def direct_command(read: Mapping) -> list[str] | None:
+    """The argv of a command read the action runs through the connection itself (no module), else None."""
+    name = str(read.get("module") or "")
+    if read.get("action") or name not in COMMAND_MODULES:
+        return None
+    if "items" in read or read.get("skip") or read.get("check_mode"):
+        return None
+    args = read.get("args") or {}
+    argv = args.get("argv")
+    if not set(args) <= DIRECT_COMMAND_ARGS or not isinstance(argv, Sequence) or isinstance(argv, str) or not argv:
+        return None
+    return [str(word) for word in argv]
+
+
+def command_result(argv: list[str], rc: int, out: str, err: str, strip: bool, started, ended) -> dict:
+    """What the command module registers for one run of ``argv``."""
+    if strip:
+        out, err = out.rstrip("\r\n"), err.rstrip("\r\n")
+    result = {
+        "changed": True,
+        "cmd": argv,
+        "rc": rc,
+        "stdout": out,
+        "stderr": err,
+        "stdout_lines": out.splitlines(),
+        "stderr_lines": err.splitlines(),
+        "start": str(started),
+        "end": str(ended),
+        "delta": str(ended - started),
+        "msg": "",
+    }
+    if rc != 0:
+        result["failed"] = True
+        result["msg"] = "non-zero return code"
+    return result
 
 
 def argument_sets(read: Mapping) -> list[dict]:
@@ -193,6 +251,28 @@ class ActionModule(ActionBase):
         finally:
             self._task.check_mode = mode
 
+    def run_command(self, argv: list[str], args: Mapping) -> dict:
+        """A command read through the task's connection (become and environment as a module run gets them)."""
+        stdin = args.get("stdin")
+        if stdin is not None and args.get("stdin_add_newline", True):
+            stdin = f"{stdin}\n"
+        command = shlex.join(argv)
+        environment = self._compute_environment_string()
+        if environment:
+            command = f"{environment} {command}"
+        started = datetime.datetime.now()
+        done = self._low_level_execute_command(command, in_data=None if stdin is None else stdin.encode("utf-8"))
+        ended = datetime.datetime.now()
+        return command_result(
+            argv,
+            done["rc"],
+            done.get("stdout", ""),
+            done.get("stderr", ""),
+            args.get("strip_empty_ends", True),
+            started,
+            ended,
+        )
+
     def run_batch(self, reads: Sequence, task_vars: dict) -> dict[int, list[dict]]:
         """The stat and slurp reads among ``reads`` in one node_files run: {read's index: its module results}."""
         planned: dict[int, tuple[str, list[dict]]] = {}
@@ -217,14 +297,23 @@ class ActionModule(ActionBase):
             for index, (kind, requests) in planned.items()
         }
 
-    def read(self, read: Mapping, task_vars: dict, batched: list[dict] | None = None) -> dict:
+    def read(self, read: Mapping, task_vars: dict, batched: list[dict] | None = None, runner=None) -> dict:
         if read.get("skip"):
             return {"skipped": True, "changed": False}
+        if runner is None:
+
+            def runner(args):
+                return self.run_one(read, args, task_vars)
+
+            argv = direct_command(read)
+            args = read.get("args") or {}
+            if argv and (args.get("stdin") is None or getattr(self._connection, "has_pipelining", False)):
+                return self.run_command(argv, args)
         if "items" not in read:
-            return batched[0] if batched is not None else self.run_one(read, argument_sets(read)[0], task_vars)
+            return batched[0] if batched is not None else runner(argument_sets(read)[0])
         results = []
         for position, (item, item_args) in enumerate(zip(read["items"], argument_sets(read), strict=True)):
-            one = dict(batched[position]) if batched is not None else self.run_one(read, item_args, task_vars)
+            one = dict(batched[position]) if batched is not None else runner(item_args)
             if read.get("missing_ok") and one.get("failed") and "not found" in str(one.get("msg", "")).lower():
                 one["failed"] = False
             results.append({**one, "item": item, "ansible_loop_var": "item"})
@@ -236,6 +325,41 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"role_read: plan names {name!r}, which is not a defined variable")
         templar = self._templar.copy_with_new_env(available_variables={**task_vars, PLAN_READS: done})
         return templar.template(task_vars[name])
+
+    def probe(self, name, reads: Sequence, done: list[dict], so_far: dict, task_vars: dict) -> list[dict]:
+        """The ``probes`` variable rendered after the plan, each probe answered here where the reads allow."""
+        if not isinstance(name, str) or name not in task_vars:
+            raise AnsibleActionFail(f"role_read: probes names {name!r}, which is not a defined variable")
+        available = {**task_vars, PLAN_READS: done}
+        if self._task.register:
+            available[self._task.register] = so_far
+        probes = self._templar.copy_with_new_env(available_variables=available).template(task_vars[name])
+        if not isinstance(probes, Sequence) or isinstance(probes, (str, Mapping)):
+            raise AnsibleActionFail("role_read: probes must be a list of {module, args}")
+        files = _probes.known_files(
+            (batched_kind(read), arguments, one)
+            for read, result in zip(reads, done, strict=False)
+            if batched_kind(read) and not result.get("skipped")
+            for arguments, one in zip(
+                argument_sets(read), result["results"] if "items" in read else [result], strict=False
+            )
+        )
+        found = []
+        for probe in probes:
+            problem = read_problem(probe)
+            if problem:
+                raise AnsibleActionFail(f"role_read: {problem}")
+            probe = {**probe, "check_mode": True}
+
+            def runner(args, probe=probe):
+                answered = None if probe.get("action") else _probes.answer(str(probe["module"]), args, files)
+                return answered if answered is not None else self.run_one(probe, args, task_vars)
+
+            one = self.read(probe, task_vars, runner=runner)
+            found.append(one)
+            if one.get("failed"):
+                break
+        return found
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
@@ -274,6 +398,13 @@ class ActionModule(ActionBase):
         plan = self._task.args.get("plan")
         if plan and not result.get("failed"):
             result["plan"] = self.plan(plan, done, task_vars)
+        probes = self._task.args.get("probes")
+        if probes and not result.get("failed"):
+            result["probes"] = self.probe(probes, reads, done, {**result, "changed": False}, task_vars)
+            failed = [one for one in result["probes"] if one.get("failed")]
+            if failed:
+                result["failed"] = True
+                result["msg"] = failed[0].get("msg", "a probe failed")
         # a probe's changed is what its task would do: the reads themselves change nothing
         result["changed"] = False
         if checked:

@@ -10,10 +10,12 @@ Ansible.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 import yaml
-from conftest import load_module, local_play, run_local_playbook
+from conftest import ROOT, load_module, local_play, local_playbook_command, run_local_playbook
 
 role_read = load_module("role_read", subdir="plugins/action")
 
@@ -225,3 +227,136 @@ def test_stat_and_slurp_reads_run_as_one_node_files_run_with_their_modules_resul
 )
 def test_which_reads_node_files_does(read, kind):
     assert role_read.batched_kind(read) == kind
+
+
+def test_a_command_read_runs_through_the_connection_and_registers_what_the_command_module_would(tmp_path):
+    """No module payload and no Python on the node for a shell read (issue 47), the same registered result."""
+    script = 'input=$(cat; echo .); input=${input%.}; printf "%s|%s\\n\\n" "$input" "$1"; echo err >&2; exit "$2"'
+    argv = ["/bin/sh", "-c", script, "read", "ARG", "0"]
+    cases = {
+        "stdin": {"argv": argv, "stdin": "in put"},
+        "no_newline": {"argv": argv, "stdin": "in", "stdin_add_newline": False, "strip_empty_ends": False},
+        "no_stdin": {"argv": argv},
+        "fails": {"argv": [*argv[:-1], "3"]},
+    }
+
+    def run(with_module: bool, env: dict | None = None) -> dict:
+        tasks = []
+        for name, args in cases.items():
+            read = {"role_read": {"reads": [{"module": "ansible.legacy.command", "args": args}]}}
+            tasks.append({**read, "register": name, "check_mode": False, "ignore_errors": True})
+            if with_module:
+                tasks.append({"ansible.builtin.command": args, "register": f"module_{name}", "ignore_errors": True})
+        names = [*cases, *(f"module_{name}" for name in cases if with_module)]
+        out = tmp_path / "out.json"
+        shown = {name: f"{{{{ {name} }}}}" for name in names}
+        tasks.append(
+            {"ansible.builtin.copy": {"content": "{{ shown | to_json }}", "dest": str(out)}, "vars": {"shown": shown}}
+        )
+        done = subprocess.run(
+            local_playbook_command(local_play(tmp_path / "play.yml", tasks=tasks)),
+            cwd=ROOT,
+            env={**os.environ, **(env or {})},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        return json.loads(out.read_text())
+
+    shown = run(with_module=True)
+    keys = ("rc", "stdout", "stderr", "stdout_lines", "stderr_lines", "cmd", "msg")
+    for name in cases:
+        direct, module = shown[name], shown[f"module_{name}"]
+        assert {key: direct[key] for key in keys} == {key: module[key] for key in keys}, name
+        assert bool(direct.get("failed")) == bool(module.get("failed")) == (name == "fails"), name
+    assert shown["stdin"]["stdout"] == "in put\n|ARG"
+    assert shown["no_newline"]["stdout"] == "in|ARG\n\n"
+    # ansible.legacy.command is this library's module first: a read that ran a module would say so
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "command.py").write_text(
+        "import json\nprint(json.dumps({'failed': True, 'msg': 'the command MODULE ran'}))\n"
+    )
+    again = run(with_module=False, env={"ANSIBLE_LIBRARY": f"{library}:{ROOT / 'library'}"})
+    assert {name: again[name]["rc"] for name in cases} == {name: shown[name]["rc"] for name in cases}, again
+
+
+def test_probes_are_answered_from_the_files_read_as_their_modules_answer_them(tmp_path):
+    """The kubelet's probes (issue 47): no module run where the read has the file, the module's answer all the same."""
+    import grp
+    import pwd
+
+    owner, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+    same = tmp_path / "same.conf"
+    same.write_text("a = 1\n")
+    same.chmod(0o644)
+    other = tmp_path / "other.conf"
+    other.write_text("a = 2\n")
+    other.chmod(0o644)
+    loose = tmp_path / "loose.conf"
+    loose.write_text("a = 1\n")
+    loose.chmod(0o600)
+    env = tmp_path / "kubelet.env"
+    env.write_text("KUBELET_EXTRA_ARGS='--max-pods=110'\n")
+    env.chmod(0o644)
+    link = tmp_path / "dangling.conf"
+    link.symlink_to(tmp_path / "nowhere")
+    attributes = {"owner": owner, "group": group, "mode": "0644"}
+    writes = [
+        {"dest": str(path), "content": "a = 1\n", "create_dirs": True, "backup": False, "show_diff": True, **attributes}
+        for path in (same, other, loose, tmp_path / "missing.conf")
+    ]
+    flags = [
+        {"path": str(env), "flags": flags, "flags_absent": [], "backup": False, **attributes}
+        for flags in ({"max-pods": "110"}, {"max-pods": "200"})
+    ]
+    absent = [str(same), str(link), str(tmp_path / "missing.conf")]
+    probes = [
+        {"module": "gpunode.provisioning.config_file_write", "items": writes},
+        {"module": "ansible.legacy.file", "args": {"state": "absent"}, "items": absent, "item_arg": "path"},
+        {"module": "gpunode.provisioning.kubelet_flags", "items": flags},
+        # not read by the task: its module runs
+        {"module": "ansible.legacy.file", "args": {"state": "absent"}, "items": [str(tmp_path)], "item_arg": "path"},
+    ]
+    files = [str(path) for path in (same, other, loose, env, tmp_path / "missing.conf")]
+    answered = {
+        "role_read": {
+            "reads": [
+                {"module": "ansible.legacy.slurp", "items": files, "item_arg": "src", "missing_ok": True},
+                {"module": "ansible.legacy.stat", "args": {"follow": True}, "items": files, "item_arg": "path"},
+                {"module": "ansible.legacy.stat", "args": {"follow": False}, "items": absent, "item_arg": "path"},
+            ],
+            "probes": "demo_probes",
+        },
+        "vars": {"demo_probes": probes},
+        "register": "answered",
+        "check_mode": False,
+    }
+    # the same probes as reads in check mode: each runs its module on the node
+    modules = {
+        "role_read": {"reads": [{**probe, "check_mode": True} for probe in probes]},
+        "register": "modules",
+        "check_mode": False,
+    }
+    out = tmp_path / "out.json"
+    show = {
+        "ansible.builtin.copy": {
+            "content": "{{ {'answered': answered, 'modules': modules} | to_json }}",
+            "dest": str(out),
+        }
+    }
+    run = run_local_playbook(local_play(tmp_path / "play.yml", tasks=[answered, modules, show]))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    shown = json.loads(out.read_text())
+
+    def changed(results):
+        return [[one.get("changed") for one in probe["results"]] for probe in results]
+
+    assert changed(shown["answered"]["probes"]) == changed(shown["modules"]["reads"])
+    assert changed(shown["modules"]["reads"]) == [[False, True, True, True], [True, True, False], [False, True], [True]]
+    on_controller = [
+        [bool(one.get("answered_on_controller")) for one in probe["results"]] for probe in shown["answered"]["probes"]
+    ]
+    assert on_controller == [[True] * 4, [True] * 3, [True] * 2, [False]]
+    assert same.read_text() == "a = 1\n" and link.is_symlink() and tmp_path.is_dir()  # probes change nothing
