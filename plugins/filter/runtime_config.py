@@ -8,6 +8,11 @@
   (tasks/installer.yml, then plugins/filter/runtime_rollback.py adds it to the plan).
 - `runtime_config_failure_reason(failed_result, journal_lines)`: why a runtime did not come back after its restart,
   from the failed task and the runtime's journal (tasks/transaction.yml).
+- `docker_daemon_json_changes(file, settings, remove, list_strategy)`: whether docker_daemon_config would change the
+  daemon.json that runtime_config_state read (``file``: its ``files.docker``, with the text), worked out here with the
+  module's own parser and merge: true also where the file is missing, was not read whole or does not parse (the
+  module then runs and says why). The merge task runs only where this is true (issue 47: its payload build and its
+  module run on every re-run).
 """
 
 from __future__ import annotations
@@ -113,6 +118,23 @@ def runtime_config_failure_reason(failed_result, journal_lines=None) -> str:
     return f"{text.rstrip()} {log}" if log else text
 
 
+def docker_daemon_json_changes(file, settings, remove=None, list_strategy="replace") -> bool:
+    """Whether docker_daemon_config with ``settings`` and ``remove`` would change the file read as ``file``."""
+    from ansible_collections.gpunode.provisioning.plugins.modules import docker_daemon_config as module
+
+    file = file or {}
+    if not file.get("exists") or not isinstance(file.get("content"), str):
+        return True
+    text = file["content"]
+    text = text[1:] if text.startswith("\ufeff") else text  # the module reads it as utf-8-sig
+    try:
+        current = module.parse_daemon_json(text, str(file.get("path", "daemon.json")))
+        config = module.build_config(current, dict(settings or {}), list(remove or []), list_strategy)
+    except Exception:  # the module refuses the file or the settings with its own message: it runs
+        return True
+    return not module.values_equal(current, config)
+
+
 class FilterModule:
     """runtime_config's reports and rollback records (see the module docstring)."""
 
@@ -121,4 +143,5 @@ class FilterModule:
             "runtime_config_notes": runtime_config_notes,
             "runtime_config_installer_undo": runtime_config_installer_undo,
             "runtime_config_failure_reason": runtime_config_failure_reason,
+            "docker_daemon_json_changes": docker_daemon_json_changes,
         }

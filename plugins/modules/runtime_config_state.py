@@ -83,7 +83,10 @@ binary_found:
   returned: success
   type: bool
 files:
-  description: Per runtime, its config file as C(ansible.builtin.stat) would report it (C(mode) as four octal digits).
+  description:
+    - Per runtime, its config file as C(ansible.builtin.stat) would report it (C(mode) as four octal digits).
+    - Docker's also has C(content), the file's text, where it is UTF-8 and at most 1 MiB, so that the controller can
+      tell whether docker_daemon_config would change it without running it (issue 47).
   returned: success
   type: dict
   sample: {containerd: {path: /etc/containerd/config.toml, exists: true, mode: "0600", owner: root, group: root}}
@@ -158,6 +161,16 @@ def file_facts(path: str) -> dict:
     return {"path": path, "exists": True, "mode": mode, "owner": owner, "group": group}
 
 
+def small_text(path: str, limit: int = 1 << 20) -> str | None:
+    """The text of ``path`` where it is UTF-8 and at most ``limit`` bytes; None otherwise (or unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(limit + 1)
+        return data.decode("utf-8") if len(data) <= limit else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def docker_runtimes(path: str, name: str) -> tuple:
     """(default-runtime or None, {name: path} of the NVIDIA entries of `runtimes`, whether the default is NVIDIA's
     runtime) of docker's daemon.json."""
@@ -224,6 +237,9 @@ def main():
             path = params["files"][runtime]
             result["files"][runtime] = file_facts(path)
             if runtime == "docker" and result["files"][runtime]["exists"]:
+                content = small_text(path)
+                if content is not None:
+                    result["files"][runtime]["content"] = content
                 (
                     result["docker_default_runtime"],
                     result["docker_nvidia_entries"],

@@ -217,3 +217,59 @@ def test_the_failure_reason_quotes_the_last_error_line_of_the_log():
 def test_systemds_own_lines_are_not_the_reason():
     reason = rc.runtime_config_failure_reason({"msg": "rc 1"}, JOURNALS[4])
     assert reason == "rc 1 its log says: level=error msg=the real cause"
+
+
+def test_docker_daemon_json_changes_says_what_the_module_in_check_mode_does(tmp_path):
+    """The daemon.json task runs only where this filter says the file would change (issue 47): on every file the
+    module would change it must say so, and where the module would not, it must not (else a re-run is not a no-op)."""
+    import json as _json
+
+    from conftest import local_play, run_local_playbook
+
+    settings = {"runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "args": []}}}
+    registered = '{"runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime", "args": []}}}'
+    cases = {
+        "registered": (registered, settings, []),
+        "registered_bom_other_layout": ("\ufeff" + _json.dumps(_json.loads(registered), indent=8), settings, []),
+        "empty_file": ("", settings, []),
+        "other_path": (registered.replace("/usr/bin/", "/opt/bin/"), settings, []),
+        "default_to_remove": (registered[:-1] + ', "default-runtime": "nvidia"}', settings, [["default-runtime"]]),
+        "nothing_to_remove": (registered, settings, [["default-runtime"]]),
+        "not_json": ("{runtimes:", settings, []),
+        "missing": (None, settings, []),
+    }
+    tasks = []
+    for name, (text, wanted, remove) in cases.items():
+        path = tmp_path / f"{name}.json"
+        if text is not None:
+            path.write_text(text, encoding="utf-8")
+        tasks.append(
+            {
+                "gpunode.provisioning.docker_daemon_config": {"path": str(path), "settings": wanted, "remove": remove},
+                "register": name,
+                "check_mode": True,
+                "ignore_errors": True,
+            }
+        )
+    out = tmp_path / "out.json"
+    shown = {name: f"{{{{ {name}.changed or {name}.failed | default(false) }}}}" for name in cases}
+    tasks.append(
+        {"ansible.builtin.copy": {"content": "{{ shown | to_json }}", "dest": str(out)}, "vars": {"shown": shown}}
+    )
+    run = run_local_playbook(local_play(tmp_path / "play.yml", tasks=tasks))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    module_says = {name: value in (True, "True", "true") for name, value in _json.loads(out.read_text()).items()}
+    filter_says = {}
+    for name, (text, wanted, remove) in cases.items():
+        file = {"path": str(tmp_path / f"{name}.json"), "exists": text is not None}
+        if text is not None:
+            file["content"] = text
+        filter_says[name] = rc.docker_daemon_json_changes(file, wanted, remove)
+    assert filter_says == module_says
+    assert [name for name, changes in filter_says.items() if not changes] == [
+        "registered",
+        "registered_bom_other_layout",
+        "nothing_to_remove",
+    ]
+    # a file not read whole (no text): the task runs
+    assert rc.docker_daemon_json_changes({"path": "/x", "exists": True}, settings, [])
