@@ -24,6 +24,10 @@ at once, each naming the variable and the fix:
    (``not applies or ...``) and a message is rendered only when its rule fails.
 
 The task's ``msg`` is the list of problems (``problems`` holds the same list).
+
+``report``: a message (a sentence or a list of them) that the task shows once the variables hold, as a debug task
+would show its ``msg``; empty: none. A role that leaves a node alone says so in its check instead of a task of its
+own (issue 47: the driver role on a node without a GPU). The shown result leaves ``checked`` out.
 """
 
 from __future__ import annotations
@@ -217,6 +221,10 @@ class ActionModule(ActionBase):
             result["failed"] = True
             result["problems"] = problems
             result["msg"] = problems
+        elif self._task.args.get("report"):
+            result.pop("checked")
+            result["msg"] = self._task.args["report"]
+            result["_ansible_verbose_always"] = True  # shown as a debug task shows its msg
         else:
             result["msg"] = (
                 f"{len(values)} variables have the types and choices {spec_path} declares; {rules} rules hold"

@@ -39,6 +39,12 @@ options:
     description: The entry point whose options are checked; the task fails when the spec has none of that name.
     type: str
     default: variables
+  report:
+    description:
+      - A message (a sentence or a list of them) shown as the task's C(msg) once the variables hold, as
+        M(ansible.builtin.debug) shows its message; empty shows none. Its result then leaves RV(checked) out.
+      - A role that leaves a node alone says so in its check instead of in a task of its own.
+    type: raw
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -84,6 +90,7 @@ ARGUMENT_SPEC = {
     "spec": {"type": "path", "required": True},
     "checks": {"type": "str"},
     "entry_point": {"type": "str", "default": "variables"},
+    "report": {"type": "raw"},
 }
 
 

@@ -479,3 +479,24 @@ def test_the_action_checks_its_own_arguments(tmp_path):
     run = run_local_playbook(tmp_path / "playbook.yml")
     assert run.returncode != 0
     assert "chekcs" in run.stdout and "Unsupported parameters" in run.stdout, run.stdout[-2000:]
+
+
+def test_the_check_shows_its_report_once_the_variables_hold_and_not_before(tmp_path):
+    """Issue 47: the driver role's check says that it leaves a node without a GPU alone (no debug task of its own):
+    the report is shown as a debug task's message; where a variable fails, the problem is said and the report not."""
+    spec = ROOT / "roles" / "fuse" / "meta" / "argument_specs.yml"
+    task = f"    - gpunode.provisioning.role_variables:\n        spec: {spec}\n        report: THE NODE IS LEFT ALONE\n"
+    (tmp_path / "playbook.yml").write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        + task
+        + "    - gpunode.provisioning.role_variables:\n"
+        + f"        spec: {spec}\n"
+        + "        report: ''\n"
+        + task
+        + "      vars: {fuse_install_packages: \"yes\"}\n"
+    )
+    run = run_local_playbook(tmp_path / "playbook.yml")
+    assert run.returncode != 0  # the third task's variable is refused
+    assert run.stdout.count("THE NODE IS LEFT ALONE") == 1, run.stdout
+    assert "fuse_install_packages" in run.stdout
+    assert "checked" not in run.stdout.split("THE NODE IS LEFT ALONE")[0].rsplit("TASK [", 1)[-1]
