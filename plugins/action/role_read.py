@@ -22,8 +22,11 @@ the same messages), and only when the variables hold, the reads, each a module r
 - ``reads`` may also name a variable holding that list: it is rendered only after the variable check, so that reads
   built from a variable the check refuses do not fail to render first.
 - ``plan``: the name of a variable rendered once all reads are done, with ``role_read_reads`` set to the reads'
-  results (in order): a role's plan filter over its variables, facts and the read (the kubelet's
-  ``__kubelet_plan_after_read``, plugins/filter/kubelet_plan.py). Its value is the result's ``plan``, registered with
+  results (in order) and the task's result so far (its ``reads``, and with one read that read's keys) under the
+  task's ``register`` name, so that a role's variables that read its registered read render in it: a role's plan
+  filter over its variables, facts and the read (the kubelet's ``__kubelet_plan_after_read``,
+  plugins/filter/kubelet_plan.py), or a mapping of the values its later tasks decide on (fuse, security_profiles,
+  the toolkit: whether to change, what to report). Its value is the result's ``plan``, registered with
   the read, so the role's later tasks read one value instead of rendering a program of lazy variables again in each
   task (issue 47). A filter that fails fails the task with its message.
 - ``probes``: the name of a variable holding a list of probes (reads in check mode), rendered after ``plan`` with the
@@ -319,12 +322,15 @@ class ActionModule(ActionBase):
             results.append({**one, "item": item, "ansible_loop_var": "item"})
         return loop_result(results)
 
-    def plan(self, name, done: list[dict], task_vars: dict):
-        """The ``plan`` variable rendered with the reads' results as ``role_read_reads``."""
+    def plan(self, name, done: list[dict], so_far: dict, task_vars: dict):
+        """The ``plan`` variable rendered with the reads' results as ``role_read_reads`` and the task's result so far
+        under its register name."""
         if not isinstance(name, str) or name not in task_vars:
             raise AnsibleActionFail(f"role_read: plan names {name!r}, which is not a defined variable")
-        templar = self._templar.copy_with_new_env(available_variables={**task_vars, PLAN_READS: done})
-        return templar.template(task_vars[name])
+        available = {**task_vars, PLAN_READS: done}
+        if self._task.register:
+            available[self._task.register] = so_far
+        return self._templar.copy_with_new_env(available_variables=available).template(task_vars[name])
 
     def probe(self, name, reads: Sequence, done: list[dict], so_far: dict, task_vars: dict) -> list[dict]:
         """The ``probes`` variable rendered after the plan, each probe answered here where the reads allow."""
@@ -397,7 +403,7 @@ class ActionModule(ActionBase):
                 result["msg"] = failed[0].get("msg", "a read failed")
         plan = self._task.args.get("plan")
         if plan and not result.get("failed"):
-            result["plan"] = self.plan(plan, done, task_vars)
+            result["plan"] = self.plan(plan, done, {**result, "reads": done, "changed": False}, task_vars)
         probes = self._task.args.get("probes")
         if probes and not result.get("failed"):
             result["probes"] = self.probe(probes, reads, done, {**result, "changed": False}, task_vars)

@@ -273,8 +273,19 @@ def _templar(**extra):
     from ansible.template import Templar, trust_as_template
 
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
-    loaded = {**defaults, **yaml.safe_load((ROLE / "vars" / "main.yml").read_text()), **extra}
-    variables = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in loaded.items()}
+    role = {**defaults, **yaml.safe_load((ROLE / "vars" / "main.yml").read_text())}
+
+    def trusted(value):  # as Ansible trusts the strings of a role's vars files, nested ones too
+        if isinstance(value, str):
+            return trust_as_template(value)
+        if isinstance(value, dict):
+            return {key: trusted(item) for key, item in value.items()}
+        return [trusted(item) for item in value] if isinstance(value, list) else value
+
+    variables = {
+        **{k: trusted(v) for k, v in role.items()},
+        **{k: trust_as_template(v) if isinstance(v, str) else v for k, v in extra.items()},
+    }
     return Templar(loader=DataLoader(), variables=variables), trust_as_template
 
 
@@ -367,15 +378,19 @@ def _probe(changed: bool) -> dict:
 def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("containerd",)) -> dict:
     """What tasks/main.yml and tasks/apply.yml make of the read: the file the include runs (None: skipped), and the
     tasks of apply.yml that run."""
-    templar, trust = _templar(
+    given = dict(
         nvidia_container_toolkit_force=True,
         nvidia_container_toolkit_version=PIN,
         __gpu_node_facts_toolkit_package_manager=manager,
         ansible_run_tags=list(tags),
         inventory_hostname="gpu-1",
         ansible_facts={"gpu_node": {"driver": {"loaded": driver_loaded}, "runtimes_installed": list(runtimes)}},
-        __nvidia_container_toolkit_node={"reads": list(reads)},
     )
+    node = {"reads": list(reads)}
+    templar, trust = _templar(**given, __nvidia_container_toolkit_node=node)
+    # the read task's plan: role_read renders it after the reads, the read registered so far
+    node["plan"] = templar.template(trust("{{ __nvidia_container_toolkit_plan_after_read }}"))
+    templar, trust = _templar(**given, __nvidia_container_toolkit_node=node)
 
     def holds(condition) -> bool:
         conditions = condition if isinstance(condition, list) else [condition]
@@ -391,7 +406,7 @@ def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("
         return {
             "file": file,
             "runs": [],
-            "reports": templar.template(trust("{{ __nvidia_container_toolkit_reports }}")),
+            "reports": templar.template(trust("{{ __nvidia_container_toolkit_plan.reports }}")),
         }
     (block,) = [t for t in yaml.safe_load((ROLE / "tasks" / "apply.yml").read_text()) if "block" in t]
     runs = [task["name"] for task in block["block"] if holds(task["when"])]

@@ -493,7 +493,7 @@ def test_the_check_shows_its_report_once_the_variables_hold_and_not_before(tmp_p
         + f"        spec: {spec}\n"
         + "        report: ''\n"
         + task
-        + "      vars: {fuse_install_packages: \"yes\"}\n"
+        + '      vars: {fuse_install_packages: "yes"}\n'
     )
     run = run_local_playbook(tmp_path / "playbook.yml")
     assert run.returncode != 0  # the third task's variable is refused

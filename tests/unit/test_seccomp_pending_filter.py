@@ -64,9 +64,11 @@ def test_the_roles_expression_reads_the_seccomp_part_of_the_stat_loop():
     include of tasks/apply.yml decides with it)."""
     tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "apply.yml").read_text())
     install = next(t for t in tasks if t.get("name") == "Install the seccomp profiles")
-    expression = yaml.safe_load((ROOT / "roles" / "security_profiles" / "vars" / "main.yml").read_text())[
-        "__security_profiles_seccomp_pending"
-    ]
+    loaded = yaml.safe_load((ROOT / "roles" / "security_profiles" / "vars" / "main.yml").read_text())
+    expression = loaded["__security_profiles_seccomp_pending"]
+    # the include decides with the read task's plan (role_read renders it after the read)
+    assert install["when"] == "__security_profiles_plan.seccomp | bool"
+    verdict = loaded["__security_profiles_plan_after_read"]["seccomp"]
     variables = {
         "security_profiles_manage_seccomp": True,
         "__security_profiles_seccomp_pending": expression,
@@ -77,7 +79,7 @@ def test_the_roles_expression_reads_the_seccomp_part_of_the_stat_loop():
     apparmor = {"item": "/etc/apparmor.d/fuse", "stat": {"exists": False}}
     for node, pending in ((stats(), False), (stats(None, {"exists": False}), True), ([*stats(), apparmor], False)):
         variables["__security_profiles_stat"] = {"results": node}
-        assert render_role_value("{{ " + install["when"] + " }}", variables) is pending
+        assert render_role_value(verdict, variables) is pending
 
 
 # --- why the profiles are not tried in a container (seccomp_untried) ----------------------------------------
