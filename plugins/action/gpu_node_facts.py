@@ -1,21 +1,24 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
-"""gpu_node_facts on the controller: the minimal facts first where the play has none, then the module.
+"""gpu_node_facts on the controller: the variables checked, then one module run, the minimal facts with it where the
+play has none.
 
 The roles decide on ``ansible_facts.os_family`` and the distribution, which a play with ``gather_facts: false``
-has not gathered. Where ``ansible_facts.os_family`` is missing this action runs the setup module with the
-``min`` subset before the gpu_node_facts module, and the task sets both kinds of facts: one task, where the role
-had a conditional setup task before this one (skipped whenever the play gathered facts, as site.yml's do).
+has not gathered. Where ``ansible_facts.os_family`` is missing this action sets the module's ``gather_minimal``, and
+the gpu_node_facts module gathers setup's ``min`` subset in the same run: the task sets both kinds of facts, with one
+module payload and one module run on the node (the no-op re-run pays for each; a separate setup run cost a payload
+build on the controller and a run on the node, issue 47), where the role once had a conditional setup task.
 
 The role's variables are checked here too, before anything is read: the role's task gives ``spec`` and ``checks``
 as a role_variables task would, and this action runs the role_variables action (plugins/action/role_variables.py)
-on the same task first, with the same messages; a refusal fails the task before the setup or facts module runs.
+on the same task first, with the same messages; a refusal fails the task before the module runs.
 One task per play where the role had a role_variables task before this one (the no-op run counts every task).
 ``spec`` and ``checks`` are not passed to the module.
 
-The node's distribution is checked here too, once the action knows it: the roles support the Debian and the RHEL
-families, and a node of another family fails this task with the sentence the playbook's own assert task said before
-(playbooks/gpu_nodes.yml had one; the no-op re-run counts every task).
+The node's distribution is checked here too, once the action knows it (from the play's facts, else from the module's
+run, which only reads): the roles support the Debian and the RHEL families, and a node of another family fails this
+task with the sentence the playbook's own assert task said before (playbooks/gpu_nodes.yml had one; the no-op re-run
+counts every task), before any role changes anything.
 
 The module's ``toolkit_config`` parameter has no default of its own: the role's task passes
 ``__gpu_node_facts_toolkit_config``, and a task that names none (a playbook's own, an ad-hoc run) gets that value from
@@ -33,16 +36,18 @@ from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
 
 MODULE = f"{COLLECTION}.gpu_node_facts"
-SETUP = "ansible.legacy.setup"
 CHECKER = f"{COLLECTION}.role_variables"
 # The task's arguments that belong to the variable check (role_variables), not to the module.
 CHECK_ARGS = ("spec", "checks", "entry_point")
 SHARED_VARS = Path(__file__).resolve().parents[2] / "roles" / "gpu_node_facts" / "vars" / "main.yml"
 
 
-def module_args(args: dict) -> dict:
-    """The task's arguments, with the toolkit config path from the shared values where the task gives none."""
+def module_args(args: dict, gather_minimal: bool = False) -> dict:
+    """The task's arguments, with the toolkit config path from the shared values where the task gives none, and
+    ``gather_minimal`` set where the play has not gathered the minimal facts."""
     args = {name: value for name, value in args.items() if name not in CHECK_ARGS}
+    if gather_minimal:
+        args["gather_minimal"] = True
     if args.get("toolkit_config"):
         return args
     shared = yaml.safe_load(SHARED_VARS.read_text())
@@ -65,7 +70,7 @@ SUPPORTED_FAMILIES = ("Debian", "RedHat")
 
 def unsupported_distribution(host: str, facts: dict) -> str | None:
     """The refusal of a node whose OS family no role supports, or None. ``facts`` as the play has them
-    (``os_family``) or as the setup module returns them (``ansible_os_family``)."""
+    (``os_family``) or as a module returns them (``ansible_os_family``: the module's ``gather_minimal``)."""
 
     def fact(name: str):
         return facts.get(name, facts.get(f"ansible_{name}"))
@@ -77,6 +82,13 @@ def unsupported_distribution(host: str, facts: dict) -> str | None:
         'Ubuntu and RHEL/Rocky/Alma families (README.md, "Supported platforms", says which releases each role is '
         "proven on)."
     )
+
+
+def refuse_unsupported(host: str, facts: dict) -> None:
+    """Fails the task with unsupported_distribution's refusal, where there is one."""
+    refusal = unsupported_distribution(host, facts)
+    if refusal:
+        raise AnsibleActionFail(refusal)
 
 
 def needs_minimal_facts(task_vars: dict) -> bool:
@@ -111,21 +123,18 @@ class ActionModule(ActionBase):
         problem = gather_runtimes_problem(self._task.args.get("gather_runtimes", False))
         if problem:
             raise AnsibleActionFail(problem)
-        facts = {}
-        if needs_minimal_facts(task_vars):
-            minimal = self._execute_module(SETUP, module_args={"gather_subset": ["min"]}, task_vars=task_vars)
-            if minimal.get("failed"):
-                return merge_hash(result, minimal)
-            facts = minimal.get("ansible_facts") or {}
-        refusal = unsupported_distribution(
-            task_vars.get("inventory_hostname", "this node"), facts or task_vars.get("ansible_facts") or {}
-        )
-        if refusal:
-            raise AnsibleActionFail(refusal)
-        node = self._execute_module(MODULE, module_args=module_args(self._task.args), task_vars=task_vars)
+        host = task_vars.get("inventory_hostname", "this node")
+        minimal = needs_minimal_facts(task_vars)
+        if not minimal:
+            refuse_unsupported(host, task_vars.get("ansible_facts") or {})
+        node = self._execute_module(MODULE, module_args=module_args(self._task.args, minimal), task_vars=task_vars)
+        if node.get("failed"):
+            return merge_hash(result, node)
+        if minimal:
+            # the distribution came with the module's facts: it only read the node, so the refusal still comes before
+            # any role changes anything
+            refuse_unsupported(host, node.get("ansible_facts") or {})
         result = merge_hash(result, node)
-        if facts and not node.get("failed"):
-            result["ansible_facts"] = merge_hash(facts, node.get("ansible_facts") or {})
         if checked:
             result["checked"] = checked.get("checked", [])
         return result

@@ -25,9 +25,9 @@ description:
   - The module is read-only. It never changes the node and never reports a change. A missing file or command is
     not an error, it just leaves the matching fact false or null.
   - Runs on the managed node with the Python standard library only.
-  - Where the play has not gathered facts (no C(ansible_facts.os_family)), its action plugin runs the setup module
-    with the C(min) subset first, and the task sets those facts too (the distribution and OS family the roles
-    decide on).
+  - Where the play has not gathered facts (no C(ansible_facts.os_family)), its action plugin sets O(gather_minimal),
+    and the same module run also gathers the C(min) subset of the setup module's facts (the distribution and OS
+    family the roles decide on). The task sets both kinds of facts, with no setup module run of its own.
 version_added: "0.1.0"
 author: gpu-node-provisioning contributors (!UNKNOWN)
 options:
@@ -55,6 +55,19 @@ options:
         action plugin passes that value when the task gives none.
     type: path
     required: true
+  gather_minimal:
+    description:
+      - Also gather the facts of the setup module's C(min) subset, through ansible-core's fact collectors, under the
+        names setup gives them (C(ansible_distribution), C(ansible_os_family), C(ansible_pkg_mgr),
+        C(ansible_service_mgr), C(ansible_kernel), C(ansible_architecture), ...), with C(gather_subset) and
+        C(module_setup) as setup sets them. No hardware or network facts.
+      - They describe the running system whatever O(root) is, and their collectors run the commands setup's C(min)
+        subset runs whatever O(gather_runtimes) says. Local facts (C(/etc/ansible/facts.d)) are not read, so
+        C(ansible_local) is empty.
+      - The action plugin sets it where the play has not gathered facts (no C(ansible_facts.os_family)); a task need
+        not.
+    type: bool
+    default: false
   spec:
     description:
       - Path of the role's C(meta/argument_specs.yml) on the controller. When given, the action plugin checks the
@@ -113,11 +126,19 @@ EXAMPLES = r"""
 - name: Gather the facts from files only, running no command on the node
   gpu_node_facts:
     gather_runtimes: false
+
+- name: Gather the GPU node facts and the distribution, in a play that gathered no facts
+  gpu_node_facts:
+    gather_minimal: true
 """
 
 RETURN = r"""
 ansible_facts:
-  description: Facts to add to C(ansible_facts).
+  description:
+    - Facts to add to C(ansible_facts).
+    - With O(gather_minimal), also the setup module's C(min) subset under setup's names (C(ansible_distribution),
+      C(ansible_distribution_version), C(ansible_os_family), C(ansible_pkg_mgr), C(ansible_service_mgr),
+      C(ansible_kernel), C(ansible_architecture), ...) and C(gather_subset) (V([min])) and C(module_setup).
   returned: always
   type: complex
   contains:
@@ -478,6 +499,8 @@ import os
 from typing import TYPE_CHECKING
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.facts import ansible_collector, default_collectors
+from ansible.module_utils.facts.namespace import PrefixFactNamespace
 from ansible_collections.gpunode.provisioning.plugins.module_utils.kubernetes.gpu_pods import nvidia_runtime_facts
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.dra import dra_facts
 from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.fabric import nvlink_fabric_facts
@@ -494,6 +517,43 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.wo
 
 if TYPE_CHECKING:  # annotations only
     from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import RunCommand, Which
+
+
+# The fact collectors of the setup module's `min` subset (ansible-core's setup names this set for gather_subset min):
+# the platform, the distribution, the package and service managers and the like; no hardware, network or virtual facts.
+MINIMAL_COLLECTORS = frozenset(
+    {
+        "apparmor",
+        "caps",
+        "cmdline",
+        "date_time",
+        "distribution",
+        "dns",
+        "env",
+        "fips",
+        "local",
+        "lsb",
+        "pkg_mgr",
+        "platform",
+        "python",
+        "selinux",
+        "service_mgr",
+        "ssh_pub_keys",
+        "user",
+    }
+)
+
+
+def minimal_facts(module) -> dict:
+    """The facts that setup with gather_subset min returns, with its names: each fact prefixed with ``ansible_``
+    (ansible_os_family, ansible_pkg_mgr, ...), plus gather_subset and module_setup unprefixed, as setup sets them."""
+    collector = ansible_collector.get_ansible_collector(
+        all_collector_classes=default_collectors.collectors,
+        namespace=PrefixFactNamespace(namespace_name="ansible", prefix="ansible_"),
+        gather_subset=["min"],
+        minimal_gather_subset=MINIMAL_COLLECTORS,
+    )
+    return collector.collect(module=module)
 
 
 def gather_gpu_node_facts(
@@ -530,6 +590,7 @@ def main():
             root=dict(type="path", default="/"),
             gather_runtimes=dict(type="bool", default=True),
             toolkit_config=dict(type="path", required=True),
+            gather_minimal=dict(type="bool", default=False),
             # the action's options (plugins/action/gpu_node_facts.py checks the role's variables and drops them)
             spec=dict(type="path"),
             checks=dict(type="str"),
@@ -560,9 +621,13 @@ def main():
 
     commands = run_command if live and module.params["gather_runtimes"] else None
     facts = gather_gpu_node_facts(
-        root, run_command=commands, which=which, toolkit_config=module.params["toolkit_config"]
+        root,
+        run_command=commands,
+        which=which,
+        toolkit_config=module.params["toolkit_config"],
     )
-    module.exit_json(changed=False, ansible_facts={"gpu_node": facts})
+    gathered = minimal_facts(module) if module.params["gather_minimal"] else {}
+    module.exit_json(changed=False, ansible_facts={**gathered, "gpu_node": facts})
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.ru
     parse_kubelet_version,
     parse_oci_runtime_version,
 )
-from conftest import gather_node_facts, load_module, run_module, shared_values
+from conftest import ROOT, gather_node_facts, load_module, run_module, shared_values
 
 facts_module = load_module("gpu_node_facts")
 
@@ -1179,3 +1179,127 @@ def test_a_gather_runtimes_that_is_not_a_boolean_is_refused_naming_the_role_vari
         problem = action.gather_runtimes_problem(bad)
         assert problem and problem.startswith("gpu_node_facts_gather_runtimes must be a boolean"), (bad, problem)
         assert "gpu_node_facts_gather_runtimes: true" in problem
+
+
+# --- the minimal facts in the module's own run (issue 47: no setup module run of its own) --------------------------
+
+MINIMAL_KEYS = {
+    "ansible_distribution",
+    "ansible_distribution_version",
+    "ansible_os_family",
+    "ansible_pkg_mgr",
+    "ansible_service_mgr",
+    "ansible_kernel",
+    "ansible_architecture",
+}
+
+
+def test_the_module_gathers_the_minimal_facts_in_its_own_run_where_asked():
+    """gather_minimal: setup's min subset under setup's names, with gather_subset and module_setup, beside gpu_node;
+    without it the module sets gpu_node alone."""
+    asked = run_module(facts_module, {**TOOLKIT, "gather_runtimes": False, "gather_minimal": True})
+    assert not asked.failed, asked.result
+    facts = asked.result["ansible_facts"]
+    assert set(facts) >= MINIMAL_KEYS | {"gpu_node", "gather_subset", "module_setup"}, sorted(facts)
+    assert facts["gather_subset"] == ["min"] and facts["module_setup"] is True
+    assert facts["ansible_os_family"] and facts["ansible_distribution"]
+    assert not any(name.startswith(("ansible_devices", "ansible_interfaces", "ansible_memtotal")) for name in facts)
+    plain = run_module(facts_module, {**TOOLKIT, "gather_runtimes": False})
+    assert list(plain.result["ansible_facts"]) == ["gpu_node"]
+
+
+def test_the_minimal_facts_are_those_of_setups_min_subset():
+    """The same fact names as ansible.builtin.setup with gather_subset min on this machine."""
+    import subprocess
+    import sys
+
+    ansible = Path(sys.executable).parent / "ansible"
+    interpreter = f"ansible_python_interpreter={sys.executable}"
+    setup = subprocess.run(
+        [str(ansible), "localhost", "-e", interpreter, "-m", "ansible.builtin.setup", "-a", "gather_subset=min"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    expected = set(yaml.safe_load(setup.stdout.split("=>", 1)[1])["ansible_facts"])
+    ours = run_module(facts_module, {**TOOLKIT, "gather_runtimes": False, "gather_minimal": True})
+    assert set(ours.result["ansible_facts"]) - {"gpu_node"} == expected
+
+
+def run_facts_action(task_vars: dict, node_result: dict, args: dict | None = None):
+    """plugins/action/gpu_node_facts.py's run with the module runs recorded: (result or the exception, calls)."""
+    from unittest import mock
+
+    plugin = load_module("gpu_node_facts", subdir="plugins/action")
+    task = mock.MagicMock()
+    task.args = {"gather_runtimes": False, **(args or {})}
+    task.check_mode = False
+    task.diff = False
+    task.async_val = 0
+    calls = []
+
+    def execute_module(name, module_args=None, task_vars=None, **kwargs):
+        calls.append((name, dict(module_args or {})))
+        return json_copy(node_result)
+
+    action = plugin.ActionModule(task, mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), None)
+    with mock.patch.object(action, "_execute_module", side_effect=execute_module):
+        try:
+            return action.run(task_vars=task_vars), calls
+        except Exception as exc:  # the test looks at what the action raised
+            return exc, calls
+
+
+def json_copy(value):
+    import json
+
+    return json.loads(json.dumps(value))
+
+
+DEBIAN_MINIMAL = {
+    "ansible_os_family": "Debian",
+    "ansible_distribution": "Debian",
+    "ansible_distribution_version": "12.8",
+    "gather_subset": ["min"],
+    "module_setup": True,
+}
+
+
+def test_the_action_runs_one_module_and_no_setup_where_the_play_gathered_no_facts():
+    node_result = {"changed": False, "ansible_facts": {**DEBIAN_MINIMAL, "gpu_node": {"has_gpu": False}}}
+    result, calls = run_facts_action({"inventory_hostname": "gpu-1"}, node_result)
+    assert [name for name, _args in calls] == ["gpunode.provisioning.gpu_node_facts"], calls
+    assert calls[0][1]["gather_minimal"] is True
+    assert result["ansible_facts"]["ansible_os_family"] == "Debian"
+    assert result["ansible_facts"]["gpu_node"] == {"has_gpu": False}
+    assert result["ansible_facts"]["module_setup"] is True
+
+
+def test_the_action_asks_for_no_minimal_facts_where_the_play_has_them():
+    node_result = {"changed": False, "ansible_facts": {"gpu_node": {"has_gpu": True}}}
+    result, calls = run_facts_action({"ansible_facts": {"os_family": "RedHat"}}, node_result)
+    assert len(calls) == 1 and "gather_minimal" not in calls[0][1], calls
+    assert result["ansible_facts"] == {"gpu_node": {"has_gpu": True}}
+
+
+def test_an_unsupported_distribution_from_the_module_run_fails_the_task():
+    from ansible.errors import AnsibleActionFail
+
+    suse = {**DEBIAN_MINIMAL, "ansible_os_family": "Suse", "ansible_distribution": "SLES"}
+    suse["ansible_distribution_version"] = "15.6"
+    raised, calls = run_facts_action({"inventory_hostname": "gpu-9"}, {"ansible_facts": {**suse, "gpu_node": {}}})
+    assert isinstance(raised, AnsibleActionFail), raised
+    assert str(raised).startswith("gpu-9 runs SLES 15.6: supported are the Debian, Ubuntu and RHEL/Rocky/Alma")
+    assert len(calls) == 1
+    # known from the play's facts: refused before any module runs
+    play = {"os_family": "Suse", "distribution": "SLES", "distribution_version": "15.6"}
+    raised, calls = run_facts_action({"inventory_hostname": "gpu-9", "ansible_facts": play}, {"ansible_facts": {}})
+    assert isinstance(raised, AnsibleActionFail) and calls == []
+
+
+def test_a_failed_module_run_is_reported_not_refused():
+    result, calls = run_facts_action({}, {"failed": True, "msg": "root /x is not a directory"})
+    assert result["failed"] is True and result["msg"] == "root /x is not a directory"
+    assert len(calls) == 1
