@@ -68,6 +68,15 @@ options:
         not.
     type: bool
     default: false
+  test_paths:
+    description:
+      - Paths on the node (below O(root)) whose existence RV(ansible_facts.gpu_node.path_exists) reports.
+      - The role's task passes C(__gpu_node_facts_test_paths) (C(roles/gpu_node_facts/vars/main.yml)), the files an
+        earlier declaration of the gpu_settings role left. With nothing declared and none of them there, the
+        gpu_settings action runs no module.
+    type: list
+    elements: path
+    default: []
   spec:
     description:
       - Path of the role's C(meta/argument_specs.yml) on the controller. When given, the action plugin checks the
@@ -493,6 +502,18 @@ ansible_facts:
           type: dict
           returned: always
           sample: {nvl5: true, switch_management_functions: ["0000:03:00.0"]}
+        path_exists:
+          description:
+            - Whether each path of O(test_paths) exists, keyed by the path tested (the path as given where O(root) is
+              V(/), else the path below O(root), so that a caller looking up a path of the running system finds no
+              answer about another tree). A path that cannot be told (no permission to look) counts as existing.
+              Empty without O(test_paths).
+            - The gpu_settings action reads it (plugins/action/gpu_settings.py); a path missing here is not known.
+          type: dict
+          returned: always
+          sample: {/var/lib/gpu-node-provisioning/gpu-settings.json: false,
+                   /etc/systemd/system/gpu-node-provisioning-gpu-settings.service: false,
+                   /etc/modprobe.d/gpu-node-provisioning-nvidia.conf: false}
 """
 
 import os
@@ -516,6 +537,8 @@ from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.wo
 )
 
 if TYPE_CHECKING:  # annotations only
+    from collections.abc import Sequence
+
     from ansible_collections.gpunode.provisioning.plugins.module_utils.node_facts.host import RunCommand, Which
 
 
@@ -556,14 +579,37 @@ def minimal_facts(module) -> dict:
     return collector.collect(module=module)
 
 
+def path_exists(root: str, paths) -> dict:
+    """Whether each of ``paths`` exists below ``root``, keyed by the path tested (as given where root is /). A path
+    that cannot be told (a directory on the way that cannot be searched) counts as existing: its reader must look."""
+    answers = {}
+    for path in paths:
+        tested = path if root == "/" else os.path.join(root, path.lstrip("/"))
+        try:
+            os.stat(tested)
+        except (FileNotFoundError, NotADirectoryError):
+            answers[tested] = False
+        except OSError:
+            answers[tested] = True
+        else:
+            answers[tested] = True
+    return answers
+
+
 def gather_gpu_node_facts(
-    root: str = "/", run_command: RunCommand | None = None, which: Which | None = None, *, toolkit_config: str
+    root: str = "/",
+    run_command: RunCommand | None = None,
+    which: Which | None = None,
+    *,
+    toolkit_config: str,
+    test_paths: Sequence[str] = (),
 ) -> dict:
     """All the gpu_node facts for the tree at `root`, one subject file (plugins/module_utils/node_facts/*.py) each.
 
     run_command(argv) -> (rc, stdout, stderr), or None when the command could not run; pass None to run no
     command at all. which(name) -> path or None; the default looks below `root`. toolkit_config: the path of the
-    toolkit's config file on the node (the module's parameter).
+    toolkit's config file on the node (the module's parameter). test_paths: the paths whose existence path_exists
+    reports (the module's parameter).
     """
     if which is None:
 
@@ -581,6 +627,7 @@ def gather_gpu_node_facts(
     facts["installer"] = installer_facts(root, run_command, which, facts["kubelet"])
     facts["runtime_defaults"] = runtime_defaults(root, facts["runtimes"], run_command, facts["installer"])
     facts["nvidia_runtimes"] = nvidia_runtime_facts(root, facts["runtime_defaults"], toolkit_config)
+    facts["path_exists"] = path_exists(root, test_paths)
     return facts
 
 
@@ -591,6 +638,7 @@ def main():
             gather_runtimes=dict(type="bool", default=True),
             toolkit_config=dict(type="path", required=True),
             gather_minimal=dict(type="bool", default=False),
+            test_paths=dict(type="list", elements="path", default=[]),
             # the action's options (plugins/action/gpu_node_facts.py checks the role's variables and drops them)
             spec=dict(type="path"),
             checks=dict(type="str"),
@@ -625,6 +673,7 @@ def main():
         run_command=commands,
         which=which,
         toolkit_config=module.params["toolkit_config"],
+        test_paths=module.params["test_paths"],
     )
     gathered = minimal_facts(module) if module.params["gather_minimal"] else {}
     module.exit_json(changed=False, ansible_facts={**gathered, "gpu_node": facts})

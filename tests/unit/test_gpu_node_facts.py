@@ -710,6 +710,8 @@ def _undocumented(name: str, sample, value) -> list[str]:
         return [f"{name}[]: {sorted(set(item) ^ set(sample[0]))}" for item in value if set(item) != set(sample[0])]
     if not isinstance(sample, dict) or not isinstance(value, dict):
         return []
+    if name == "path_exists":  # keyed by the paths the task asks about (test_paths): none here
+        return []
     if name in ("runtimes", "oci_runtimes", "runtime_defaults"):  # keyed by runtime: compare the entries
         return [
             f"{name}.{key}: {sorted(set(entry) ^ set(sample[key]))}"
@@ -1226,6 +1228,45 @@ def test_the_minimal_facts_are_those_of_setups_min_subset():
     expected = set(yaml.safe_load(setup.stdout.split("=>", 1)[1])["ansible_facts"])
     ours = run_module(facts_module, {**TOOLKIT, "gather_runtimes": False, "gather_minimal": True})
     assert set(ours.result["ansible_facts"]) - {"gpu_node"} == expected
+
+
+def test_the_facts_say_which_of_the_test_paths_exist(tmp_path):
+    """path_exists: keyed by the path tested, below root (so a reader asking about the running system finds no
+    answer about another tree); as given where root is /."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "present.conf").write_text("x\n")
+    (tmp_path / "etc" / "file").write_text("x\n")
+    asked = ["/etc/present.conf", "/etc/absent.conf", "/etc/file/below"]
+    facts = gather_node_facts(str(tmp_path), test_paths=asked)
+    assert facts["path_exists"] == {
+        f"{tmp_path}/etc/present.conf": True,
+        f"{tmp_path}/etc/absent.conf": False,
+        f"{tmp_path}/etc/file/below": False,
+    }
+    here = str(tmp_path / "etc" / "present.conf")
+    live = run_module(facts_module, {**TOOLKIT, "gather_runtimes": False, "test_paths": [here, here + ".no"]})
+    assert live.result["ansible_facts"]["gpu_node"]["path_exists"] == {here: True, here + ".no": False}
+    assert gather_node_facts(str(tmp_path))["path_exists"] == {}
+
+
+def test_a_path_that_cannot_be_told_counts_as_existing(tmp_path, monkeypatch):
+    def refused(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(facts_module.os, "stat", refused)
+    assert facts_module.path_exists("/", ["/var/lib/secret/file"]) == {"/var/lib/secret/file": True}
+
+
+def test_the_role_asks_for_the_gpu_settings_files():
+    """The facts role's task passes the paths of the gpu_settings role's files, from their one home."""
+    shared = shared_values()
+    tasks = yaml.safe_load((ROOT / "roles" / "gpu_node_facts" / "tasks" / "main.yml").read_text())
+    assert tasks[0]["gpunode.provisioning.gpu_node_facts"]["test_paths"] == "{{ __gpu_node_facts_test_paths }}"
+    assert shared["__gpu_node_facts_test_paths"] == [
+        "{{ __gpu_node_facts_gpu_settings_record }}",
+        "{{ __gpu_node_facts_gpu_settings_unit }}",
+        "{{ __gpu_node_facts_gpu_settings_modprobe }}",
+    ]
 
 
 def run_facts_action(task_vars: dict, node_result: dict, args: dict | None = None):
