@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_local_playbook
+from conftest import load_module, run_local_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN = ROOT / "tests" / "fixtures" / "nvidia-smi-standin"
@@ -119,3 +119,138 @@ def test_a_bad_value_is_refused_before_the_module_runs(node):
     refused = converge(node, gpu_settings_power_limit="1000")
     assert refused.returncode != 0
     assert "power limit 1000 W is outside its range 200-700 W" in refused.stdout
+
+
+# --- nothing declared and none of the role's files on the node: no module run (issue 47) ---------------------------
+
+NOTHING = {
+    "persistence": None,
+    "power_limit": "",
+    "gpu_clocks": "",
+    "memory_clocks": "",
+    "application_clocks": "",
+    "compute_mode": "",
+    "ecc": None,
+    "cc_mode": "",
+    "ppcie_mode": "",
+    "per_gpu": {},
+    "module_params": {},
+}
+FILES = {
+    "unit_path": "/etc/systemd/system/gpu-node-provisioning-gpu-settings.service",
+    "record_path": "/var/lib/gpu-node-provisioning/gpu-settings.json",
+    "modprobe_path": "/etc/modprobe.d/gpu-node-provisioning-nvidia.conf",
+}
+NONE_THERE = {"gpu_node": {"has_gpu": True, "path_exists": dict.fromkeys(FILES.values(), False)}}
+
+
+def facts_with(path: str, exists: bool) -> dict:
+    return {"gpu_node": {"path_exists": {**NONE_THERE["gpu_node"]["path_exists"], path: exists}}}
+
+
+def run_settings_action(args: dict, facts: dict | None, diff: bool = False):
+    """plugins/action/gpu_settings.py's run with the module runs recorded: (result, the modules it ran)."""
+    from unittest import mock
+
+    plugin = load_module("gpu_settings", subdir="plugins/action")
+    task = mock.MagicMock()
+    task.args = args
+    task.check_mode = False
+    task.diff = diff
+    task.async_val = 0
+    ran = []
+
+    def execute_module(name, module_args=None, task_vars=None, **kwargs):
+        ran.append(name)
+        return {"changed": True, "changes": [], "pending": [], "reboot_required": False}
+
+    action = plugin.ActionModule(task, mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), mock.MagicMock(), None)
+    task_vars = {} if facts is None else {"ansible_facts": facts}
+    with mock.patch.object(action, "_execute_module", side_effect=execute_module):
+        return action.run(task_vars=task_vars), ran
+
+
+def test_nothing_declared_and_no_file_there_runs_no_module():
+    result, ran = run_settings_action({"settings": NOTHING, "has_gpu": True, **FILES}, NONE_THERE)
+    assert ran == []
+    assert result["changed"] is False and not result.get("failed")
+    assert result["changes"] == [] and result["pending"] == [] and result["reboot_required"] is False
+    assert "diff" not in result
+    with_diff, _ran = run_settings_action({"settings": NOTHING, "has_gpu": True, **FILES}, NONE_THERE, diff=True)
+    assert with_diff["diff"] == []
+
+
+@pytest.mark.parametrize("path", sorted(FILES.values()))
+def test_a_file_an_earlier_declaration_left_runs_the_module(path):
+    """The module removes it."""
+    _result, ran = run_settings_action({"settings": NOTHING, "has_gpu": True, **FILES}, facts_with(path, True))
+    assert ran == ["gpunode.provisioning.gpu_settings"]
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        {"power_limit": "80%"},
+        {"persistence": False},
+        {"module_params": {"NVreg_EnableGpuFirmware": 0}},
+        {"per_gpu": {"0": {"compute_mode": "DEFAULT"}}},
+    ],
+    ids=lambda value: next(iter(value)),
+)
+def test_a_declared_setting_runs_the_module(declared):
+    _result, ran = run_settings_action({"settings": {**NOTHING, **declared}, "has_gpu": True, **FILES}, NONE_THERE)
+    assert ran == ["gpunode.provisioning.gpu_settings"]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        None,  # no facts at all
+        {"gpu_node": {"has_gpu": True}},  # an older facts shape, without path_exists
+        {"gpu_node": {"path_exists": {}}},  # the facts task asked about no path
+        # the facts of another root (keyed below it): no answer about the running system's files
+        {"gpu_node": {"path_exists": {"/srv/tree" + path: False for path in FILES.values()}}},
+        {"gpu_node": {"path_exists": {FILES["unit_path"]: False, FILES["record_path"]: False}}},  # one not asked
+    ],
+    ids=["no facts", "older facts", "no paths asked", "another root", "one path not asked"],
+)
+def test_facts_that_do_not_answer_for_each_file_run_the_module(facts):
+    _result, ran = run_settings_action({"settings": NOTHING, "has_gpu": True, **FILES}, facts)
+    assert ran == ["gpunode.provisioning.gpu_settings"]
+
+
+PLAYBOOK_LIVE = """
+- name: Run the gpu_settings role with the facts of this machine (root /)
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  module_defaults:
+    gpunode.provisioning.gpu_node_facts:
+      gather_runtimes: false
+  roles:
+    - role: gpu_settings
+"""
+
+
+def test_nothing_declared_costs_no_module_run_until_a_file_is_left(node):
+    """site.yml's no-op path with nothing declared: the role's task runs no module (-vvv names each module file it
+    uses); a record an earlier declaration left is there: the module runs and removes it, then none runs again."""
+    (node / "playbook.yml").write_text(PLAYBOOK_LIVE)
+
+    def modules_run(result) -> list:
+        return [line.rsplit("/", 1)[-1] for line in result.stdout.splitlines() if line.startswith("Using module file")]
+
+    idle = converge(node, "-vvv")
+    assert idle.returncode == 0, idle.stdout[-3000:] + idle.stderr[-2000:]
+    assert "changed=0" in recap(idle) and "failed=0" in recap(idle), recap(idle)
+    assert modules_run(idle) == ["gpu_node_facts.py"], modules_run(idle)
+    record = node / "var" / "gpu-settings.json"
+    record.parent.mkdir(parents=True)
+    record.write_text('{"persistence": null, "module_params": {}, "gpus": []}\n')
+    left = converge(node, "-vvv")
+    assert left.returncode == 0, left.stdout[-3000:] + left.stderr[-2000:]
+    assert modules_run(left) == ["gpu_node_facts.py", "gpu_settings.py"], modules_run(left)
+    assert "changed=1" in recap(left), recap(left)
+    assert not record.exists()
+    again = converge(node, "-vvv")
+    assert modules_run(again) == ["gpu_node_facts.py"] and "changed=0" in recap(again), recap(again)
