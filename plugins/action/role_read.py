@@ -51,10 +51,15 @@ A ``command`` read (``ansible.legacy.``/``ansible.builtin.`` or bare) that gives
 ``stdin_add_newline``, ``strip_empty_ends``), one run, no probe, runs its argv through the task's connection itself
 (the way ``raw`` does, with the task's become and environment) instead of as the command module: no module payload to
 build on the controller and no Python to start on the node for a shell read (issue 47: the toolkit's and the fuse
-role's reads were three module runs and one payload build on every re-run). Its result is what the command module
-registers: ``rc``, ``stdout`` and ``stderr`` (trailing newlines stripped unless ``strip_empty_ends`` is false) with
-their ``_lines``, ``cmd``, ``changed`` true, ``failed`` and "non-zero return code" where ``rc`` is not 0. A read with
-``stdin`` over a connection that cannot take input runs the command module as before.
+role's reads were three module runs and one payload build on every re-run). Only where the connection pipelines
+modules (pipelining on, and a become method that allows it): the command then gets its input the way a pipelined
+module does, never a terminal (ssh would give a command without input one with ``-tt``, merging stderr into stdout);
+a command without ``stdin`` reads /dev/null. Without pipelining the command module runs as before. Its result is what
+the command module registers: ``rc``, ``stdout`` and ``stderr`` (trailing newlines stripped unless
+``strip_empty_ends`` is false) with their ``_lines``, ``cmd``, ``changed`` true, ``failed`` and "non-zero return
+code" where ``rc`` is not 0. Two differences the project's reads never meet: the words of argv are passed as they
+are (the command module expands ``$VAR`` and ``~`` of the node's environment in each one), and a missing program
+is the shell's rc 127 (the module's: rc 2 and its message).
 
 Give the task ``check_mode: false``: a read changes nothing and must run in check mode too (the role's include that
 follows decides from it what ``--check`` shows). A read whose module fails fails the task, as the read task did.
@@ -68,6 +73,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import probes as _probes
@@ -256,22 +262,25 @@ class ActionModule(ActionBase):
 
     def run_command(self, argv: list[str], args: Mapping) -> dict:
         """A command read through the task's connection (become and environment as a module run gets them)."""
-        stdin = args.get("stdin")
-        if stdin is not None and args.get("stdin_add_newline", True):
+        stdin = args.get("stdin") or None  # the command module sends no input for an empty stdin either
+        if stdin is not None and boolean(args.get("stdin_add_newline", True), strict=False):
             stdin = f"{stdin}\n"
         command = shlex.join(argv)
+        if stdin is None:
+            # input all the same (the shell does not read it), so that no connection gives the command a terminal
+            command, stdin = f"{command} </dev/null", "\n"
         environment = self._compute_environment_string()
         if environment:
             command = f"{environment} {command}"
         started = datetime.datetime.now()
-        done = self._low_level_execute_command(command, in_data=None if stdin is None else stdin.encode("utf-8"))
+        done = self._low_level_execute_command(command, in_data=stdin.encode("utf-8"))
         ended = datetime.datetime.now()
         return command_result(
             argv,
             done["rc"],
             done.get("stdout", ""),
             done.get("stderr", ""),
-            args.get("strip_empty_ends", True),
+            boolean(args.get("strip_empty_ends", True), strict=False),
             started,
             ended,
         )
@@ -310,7 +319,7 @@ class ActionModule(ActionBase):
 
             argv = direct_command(read)
             args = read.get("args") or {}
-            if argv and (args.get("stdin") is None or getattr(self._connection, "has_pipelining", False)):
+            if argv and self._connection.is_pipelining_enabled():
                 return self.run_command(argv, args)
         if "items" not in read:
             return batched[0] if batched is not None else runner(argument_sets(read)[0])

@@ -237,6 +237,8 @@ def test_a_command_read_runs_through_the_connection_and_registers_what_the_comma
         "stdin": {"argv": argv, "stdin": "in put"},
         "no_newline": {"argv": argv, "stdin": "in", "stdin_add_newline": False, "strip_empty_ends": False},
         "no_stdin": {"argv": argv},
+        "empty_stdin": {"argv": argv, "stdin": ""},
+        "reads_what_it_gets": {"argv": ["/bin/sh", "-c", "cat; echo done"]},
         "fails": {"argv": [*argv[:-1], "3"]},
     }
 
@@ -276,10 +278,16 @@ def test_a_command_read_runs_through_the_connection_and_registers_what_the_comma
     library = tmp_path / "library"
     library.mkdir()
     (library / "command.py").write_text(
-        "import json\nprint(json.dumps({'failed': True, 'msg': 'the command MODULE ran'}))\n"
+        "#!/usr/bin/python\nimport json\nprint(json.dumps({'failed': True, 'msg': 'the command MODULE ran'}))\n"
     )
     again = run(with_module=False, env={"ANSIBLE_LIBRARY": f"{library}:{ROOT / 'library'}"})
     assert {name: again[name]["rc"] for name in cases} == {name: shown[name]["rc"] for name in cases}, again
+    assert shown["reads_what_it_gets"]["stdout"] == "done"
+    # without pipelining the command module runs (a connection would give a command without input a terminal)
+    unpiped = run(
+        with_module=False, env={"ANSIBLE_LIBRARY": f"{library}:{ROOT / 'library'}", "ANSIBLE_PIPELINING": "False"}
+    )
+    assert all("MODULE ran" in unpiped[name]["msg"] for name in cases), unpiped
 
 
 def test_probes_are_answered_from_the_files_read_as_their_modules_answer_them(tmp_path):
