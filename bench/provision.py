@@ -105,6 +105,7 @@ class Run:
     strategy: str = "linear"
     connection: str = "community.docker.docker"
     cpu_s: float = 0.0  # controller CPU (user + system) of the ansible-playbook process tree
+    controller_peak_mib: float | None = None  # the largest resident set of a controller process (run_playbook_measured)
     node_cpu_s: float | None = None  # CPU of the node containers' cgroups during the run, all nodes
     mem_mib_per_node: float | None = None  # mean memory of a node container right after the run
     host_mem_available_mib: float | None = None  # the host's MemAvailable right after the run
@@ -279,13 +280,21 @@ def children_cpu_s() -> float:
 
 def run_playbook(args: list[str], env: dict[str, str], log: Path) -> tuple[int, float, float]:
     """Run ansible-playbook; return its exit status, wall seconds and the CPU seconds of its process tree."""
+    rc, wall, cpu, _peak = run_playbook_measured(args, env, log)
+    return rc, wall, cpu
+
+
+def run_playbook_measured(args: list[str], env: dict[str, str], log: Path) -> tuple[int, float, float, float]:
+    """run_playbook, and the controller's peak memory: the largest resident set of a process of its tree, in MiB
+    (the kernel's maxrss of the reaped tree: the ansible-playbook process itself, whose forked workers share its
+    pages)."""
     cpu_before = children_cpu_s()
     start = time.monotonic()
     with log.open("w", encoding="utf-8") as out:
-        rc = subprocess.run(
-            [ansible_playbook(), *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False
-        ).returncode
-    return rc, time.monotonic() - start, children_cpu_s() - cpu_before
+        process = subprocess.Popen([ansible_playbook(), *args], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        _pid, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+    return process.returncode, time.monotonic() - start, children_cpu_s() - cpu_before, usage.ru_maxrss / 1024
 
 
 def cgroup_dirs(container_id: str, controller: str, root: Path = Path("/sys/fs/cgroup")) -> list[Path]:
@@ -385,7 +394,7 @@ def timed_run(
     names = names if names is not None else node_names(count)
     load_before = os.getloadavg()[0]
     node_cpu_before = nodes_cpu_s(names)
-    rc, wall, cpu = run_playbook(
+    rc, wall, cpu, peak = run_playbook_measured(
         ["-i", str(inventory), args.playbook], ansible_env(pipelining, args.forks, stats, strategy), log
     )
     node_cpu_after = nodes_cpu_s(names)
@@ -409,6 +418,7 @@ def timed_run(
         strategy=strategy,
         connection=connection_for(strategy, getattr(args, "connection", "docker")),
         cpu_s=round(cpu, 2),
+        controller_peak_mib=round(peak, 1),
         node_cpu_s=(
             None if node_cpu_before is None or node_cpu_after is None else round(node_cpu_after - node_cpu_before, 2)
         ),
@@ -597,6 +607,7 @@ def render(runs: list[Run], targets: list[Target]) -> str:
         "CPU s/node",
         "node CPU s/node",
         "MiB/node",
+        "controller MiB",
         "load 1m",
         "changed",
         "failed",
@@ -615,6 +626,7 @@ def render(runs: list[Run], targets: list[Target]) -> str:
             f"{r.cpu_s_per_node:.1f}",
             _figure(r.node_cpu_s_per_node),
             _figure(r.mem_mib_per_node, "{:.0f}"),
+            _figure(r.controller_peak_mib, "{:.0f}"),
             _load(r),
             str(r.changed),
             str(r.failed),
@@ -653,8 +665,8 @@ def render_markdown(runs: list[Run]) -> str:
     """The no-op runs as a Markdown table, by strategy and node count (bench/README.md, "Fleet scale")."""
     lines = [
         "| strategy | nodes | tasks | changed | wall s | controller CPU s/node | node CPU s/node | MiB/node "
-        "| load (1 min) before -> after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| controller peak MiB | load (1 min) before -> after |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted((r for r in runs if r.kind == "no-op"), key=lambda r: (r.strategy, not r.pipelining, r.nodes)):
         strategy = r.strategy if r.pipelining else f"{r.strategy}, no pipelining"
@@ -662,7 +674,7 @@ def render_markdown(runs: list[Run]) -> str:
         lines.append(
             f"| {strategy} | {r.nodes} | {r.tasks} | {changed} | {r.wall_s:.1f} | {r.cpu_s_per_node:.1f} "
             f"| {_figure(r.node_cpu_s_per_node)} | {_figure(r.mem_mib_per_node, '{:.0f}')} "
-            f"| {_load(r).replace('->', ' -> ')} |"
+            f"| {_figure(r.controller_peak_mib, '{:.0f}')} | {_load(r).replace('->', ' -> ')} |"
         )
     return "\n".join(lines)
 

@@ -133,6 +133,19 @@ def test_run_playbook_counts_the_cpu_of_the_whole_process_tree(tmp_path, monkeyp
     assert 0.45 <= cpu <= wall + 0.1
 
 
+def test_the_controller_peak_memory_is_the_largest_process_of_the_tree(tmp_path, monkeypatch):
+    """Issue 47: the table gives the controller's peak memory; a grandchild that holds 200 MiB shows in it."""
+    script = tmp_path / "ansible-playbook"
+    script.write_text(
+        "#!/bin/sh\npython3 -c 'block = bytearray(200 << 20); block[::4096] = b\"x\" * len(block[::4096])'\nexit 3\n"
+    )
+    script.chmod(0o755)
+    monkeypatch.setattr(provision, "ansible_playbook", lambda: str(script))
+    rc, _wall, _cpu, peak = provision.run_playbook_measured([], {}, tmp_path / "log")
+    assert rc == 3
+    assert 200 <= peak < 400
+
+
 def test_targets_noop_under_ten_seconds_and_four_nodes_within_1_3x():
     runs = [run(1, "converge", 100.0), run(1, "no-op", 9.5), run(4, "converge", 131.0), run(4, "no-op", 12.0)]
     targets = {t.name: t for t in provision.evaluate(runs)}
@@ -183,6 +196,8 @@ def test_table_lists_each_run_the_targets_and_a_noop_that_changed_something():
         "CPU",
         "s/node",
         "MiB/node",
+        "controller",
+        "MiB",
         "load",
         "1m",
         "changed",
@@ -199,6 +214,7 @@ def test_table_lists_each_run_the_targets_and_a_noop_that_changed_something():
         "100",
         "1.00",
         "61.0",
+        "-",
         "-",
         "-",
         "-",
@@ -296,17 +312,17 @@ def test_markdown_table_lists_the_noop_runs_by_strategy_and_node_count():
     runs = [
         run(16, "no-op", 300.0, strategy="mitogen", cpu_s=96.0, node_cpu_s=160.0, mem_mib_per_node=180.4),
         run(1, "converge", 40.0),
-        run(4, "no-op", 60.0, cpu_s=32.0, load_before=3.14, load_after=5.0),
+        run(4, "no-op", 60.0, cpu_s=32.0, load_before=3.14, load_after=5.0, controller_peak_mib=411.6),
         run(1, "no-op", 17.0, tasks=75, cpu_s=8.4),
         run(8, "no-op", 90.0, rc=2, changed=1, cpu_s=80.0),
     ]
     lines = provision.render_markdown(runs).splitlines()
     assert lines[0].startswith("| strategy | nodes | tasks | changed | wall s | controller CPU s/node |")
     assert lines[2:] == [
-        "| linear | 1 | 75 | 0 | 17.0 | 8.4 | - | - | - |",
-        "| linear | 4 | 100 | 0 | 60.0 | 8.0 | - | - | 3.1 -> 5.0 |",
-        "| linear | 8 | 100 | 1 (rc 2) | 90.0 | 10.0 | - | - | - |",
-        "| mitogen | 16 | 100 | 0 | 300.0 | 6.0 | 10.0 | 180 | - |",
+        "| linear | 1 | 75 | 0 | 17.0 | 8.4 | - | - | - | - |",
+        "| linear | 4 | 100 | 0 | 60.0 | 8.0 | - | - | 412 | 3.1 -> 5.0 |",
+        "| linear | 8 | 100 | 1 (rc 2) | 90.0 | 10.0 | - | - | - | - |",
+        "| mitogen | 16 | 100 | 0 | 300.0 | 6.0 | 10.0 | 180 | - | - |",
     ]
 
 
