@@ -1644,17 +1644,19 @@ def test_the_fabric_manager_of_a_prefix_pin_gets_the_installed_full_version():
 
 
 def test_a_node_without_gpu_runs_the_variable_check_then_ends_the_role_before_anything_else():
-    """The no-op path of a node without a GPU (issue 16): argument validation, the variable check (role_variables), the
-    report and end_role; the platform data, the node reads and every task that changes something come after."""
+    """The no-op path of a node without a GPU (issue 16): the variable check (role_variables), which also reports that
+    the node is left alone (issue 47), and end_role; the platform data, the node reads and every task that changes
+    something come after."""
     names = [task["name"] for task in MAIN]
     end = names.index("Leave the node without an NVIDIA GPU alone")
     assert [next(k for k in task if "." in k) for task in MAIN[: end + 1]] == [
         "gpunode.provisioning.role_variables",
-        "ansible.builtin.debug",
         "ansible.builtin.meta",
     ]
     assert MAIN[end]["ansible.builtin.meta"] == "end_role"
-    assert MAIN[end]["when"] == MAIN[end - 1]["when"] == "__nvidia_driver_skip"
+    assert MAIN[end]["when"] == "__nvidia_driver_skip"
+    report = MAIN[end - 1]["gpunode.provisioning.role_variables"]["report"]
+    assert "No NVIDIA GPU was found on " in report and "if __nvidia_driver_skip | bool else ''" in report
     assert Role("debian12", facts={"gpu_node": {"has_gpu": False}}).condition(MAIN[end]["when"])
     assert not Role("debian12", facts={"gpu_node": {"has_gpu": False}}, nvidia_driver_force=True).condition(
         MAIN[end]["when"]
