@@ -83,7 +83,7 @@ CHECKER = f"{COLLECTION}.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
 BATCH_MODULE = "node_files"
 # The command reads the action runs through the connection itself (direct_command), and the arguments they may give.
-COMMAND_MODULES = ("command", "ansible.legacy.command", "ansible.builtin.command")
+COMMAND_MODULES = _probes.builtin_names("command")
 DIRECT_COMMAND_ARGS = {"argv", "stdin", "stdin_add_newline", "strip_empty_ends"}
 # the variable that holds the reads' results while the plan variable renders
 PLAN_READS = "role_read_reads"
@@ -130,11 +130,7 @@ def batched_kind(read) -> str | None:
     """``stat`` or ``slurp`` where node_files can do this read (no probe, no skip, only its arguments), else None."""
     name = str(read.get("module") or "")
     kind = name.rsplit(".", 1)[-1]
-    if (
-        read.get("action")
-        or kind not in BATCHED
-        or name not in (kind, f"ansible.legacy.{kind}", f"ansible.builtin.{kind}")
-    ):
+    if read.get("action") or kind not in BATCHED or name not in _probes.builtin_names(kind):
         return None
     if read.get("skip") or read.get("check_mode"):
         return None
@@ -331,11 +327,11 @@ class ActionModule(ActionBase):
             results.append({**one, "item": item, "ansible_loop_var": "item"})
         return loop_result(results)
 
-    def plan(self, name, done: list[dict], so_far: dict, task_vars: dict):
-        """The ``plan`` variable rendered with the reads' results as ``role_read_reads`` and the task's result so far
-        under its register name."""
+    def after_reads(self, option: str, name, done: list[dict], so_far: dict, task_vars: dict):
+        """The variable ``name`` (the value of the task's ``option``) rendered with the reads' results as
+        ``role_read_reads`` and the task's result so far under its register name."""
         if not isinstance(name, str) or name not in task_vars:
-            raise AnsibleActionFail(f"role_read: plan names {name!r}, which is not a defined variable")
+            raise AnsibleActionFail(f"role_read: {option} names {name!r}, which is not a defined variable")
         available = {**task_vars, PLAN_READS: done}
         if self._task.register:
             available[self._task.register] = so_far
@@ -343,12 +339,7 @@ class ActionModule(ActionBase):
 
     def probe(self, name, reads: Sequence, done: list[dict], so_far: dict, task_vars: dict) -> list[dict]:
         """The ``probes`` variable rendered after the plan, each probe answered here where the reads allow."""
-        if not isinstance(name, str) or name not in task_vars:
-            raise AnsibleActionFail(f"role_read: probes names {name!r}, which is not a defined variable")
-        available = {**task_vars, PLAN_READS: done}
-        if self._task.register:
-            available[self._task.register] = so_far
-        probes = self._templar.copy_with_new_env(available_variables=available).template(task_vars[name])
+        probes = self.after_reads("probes", name, done, so_far, task_vars)
         if not isinstance(probes, Sequence) or isinstance(probes, (str, Mapping)):
             raise AnsibleActionFail("role_read: probes must be a list of {module, args}")
         files = _probes.known_files(
@@ -412,7 +403,7 @@ class ActionModule(ActionBase):
                 result["msg"] = failed[0].get("msg", "a read failed")
         plan = self._task.args.get("plan")
         if plan and not result.get("failed"):
-            result["plan"] = self.plan(plan, done, {**result, "reads": done, "changed": False}, task_vars)
+            result["plan"] = self.after_reads("plan", plan, done, {**result, "changed": False}, task_vars)
         probes = self._task.args.get("probes")
         if probes and not result.get("failed"):
             result["probes"] = self.probe(probes, reads, done, {**result, "changed": False}, task_vars)

@@ -24,13 +24,19 @@ from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_fi
 _OCTAL_MODE = re.compile(r"^0?[0-7]{3,4}$")
 
 
-def _names(short: str) -> set[str]:
-    return {short, f"{COLLECTION}.{short}", f"ansible.legacy.{short}"}
+def builtin_names(short: str) -> set[str]:
+    """The names a task may give one of ansible-core's modules by: bare, ansible.legacy. and ansible.builtin."""
+    return {short, f"ansible.legacy.{short}", f"ansible.builtin.{short}"}
 
 
-CONFIG_FILE_WRITE = _names("config_file_write")
-KUBELET_FLAGS = _names("kubelet_flags")
-FILE = _names("file") | {"ansible.builtin.file"}
+def collection_names(short: str) -> set[str]:
+    """The names a task may give one of this collection's modules by: bare, ansible.legacy. and the FQCN."""
+    return {short, f"ansible.legacy.{short}", f"{COLLECTION}.{short}"}
+
+
+CONFIG_FILE_WRITE = collection_names("config_file_write")
+KUBELET_FLAGS = collection_names("kubelet_flags")
+FILE = builtin_names("file")
 # the arguments each probe may give for an answer here; any other one: the module runs
 CONFIG_FILE_WRITE_ARGS = {"path", "dest", "content", "owner", "group", "mode", "create_dirs", "backup", "show_diff"}
 KUBELET_FLAGS_ARGS = {

@@ -120,14 +120,21 @@ def test_environment_sets_pipelining_forks_and_the_counting_callback(tmp_path):
     assert provision.ansible_env(True, 4, tmp_path / "s.json", "mitogen")["ANSIBLE_STRATEGY"] == "gpunode_mitogen"
 
 
+def _fake_ansible_playbook(tmp_path, monkeypatch, script: str) -> None:
+    """An ansible-playbook that is the shell ``script``, for run_playbook to start."""
+    path = tmp_path / "ansible-playbook"
+    path.write_text(f"#!/bin/sh\n{script}")
+    path.chmod(0o755)
+    monkeypatch.setattr(provision, "ansible_playbook", lambda: str(path))
+
+
 def test_run_playbook_counts_the_cpu_of_the_whole_process_tree(tmp_path, monkeypatch):
     """A child that burns CPU in a grandchild: the grandchild's seconds are in the figure."""
-    script = tmp_path / "ansible-playbook"
-    script.write_text(
-        "#!/bin/sh\npython3 -c 'import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass'\n"
+    _fake_ansible_playbook(
+        tmp_path,
+        monkeypatch,
+        "python3 -c 'import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass'\n",
     )
-    script.chmod(0o755)
-    monkeypatch.setattr(provision, "ansible_playbook", lambda: str(script))
     rc, wall, cpu = provision.run_playbook([], {}, tmp_path / "log")
     assert rc == 0
     assert 0.45 <= cpu <= wall + 0.1
@@ -135,12 +142,11 @@ def test_run_playbook_counts_the_cpu_of_the_whole_process_tree(tmp_path, monkeyp
 
 def test_the_controller_peak_memory_is_the_largest_process_of_the_tree(tmp_path, monkeypatch):
     """Issue 47: the table gives the controller's peak memory; a grandchild that holds 200 MiB shows in it."""
-    script = tmp_path / "ansible-playbook"
-    script.write_text(
-        "#!/bin/sh\npython3 -c 'block = bytearray(200 << 20); block[::4096] = b\"x\" * len(block[::4096])'\nexit 3\n"
+    _fake_ansible_playbook(
+        tmp_path,
+        monkeypatch,
+        "python3 -c 'block = bytearray(200 << 20); block[::4096] = b\"x\" * len(block[::4096])'\nexit 3\n",
     )
-    script.chmod(0o755)
-    monkeypatch.setattr(provision, "ansible_playbook", lambda: str(script))
     rc, _wall, _cpu, peak = provision.run_playbook_measured([], {}, tmp_path / "log")
     assert rc == 3
     assert 200 <= peak < 400

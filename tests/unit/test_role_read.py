@@ -296,18 +296,17 @@ def test_probes_are_answered_from_the_files_read_as_their_modules_answer_them(tm
     import pwd
 
     owner, group = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
-    same = tmp_path / "same.conf"
-    same.write_text("a = 1\n")
-    same.chmod(0o644)
-    other = tmp_path / "other.conf"
-    other.write_text("a = 2\n")
-    other.chmod(0o644)
-    loose = tmp_path / "loose.conf"
-    loose.write_text("a = 1\n")
-    loose.chmod(0o600)
-    env = tmp_path / "kubelet.env"
-    env.write_text("KUBELET_EXTRA_ARGS='--max-pods=110'\n")
-    env.chmod(0o644)
+
+    def written(name: str, text: str, mode: int):
+        path = tmp_path / name
+        path.write_text(text)
+        path.chmod(mode)
+        return path
+
+    same = written("same.conf", "a = 1\n", 0o644)
+    other = written("other.conf", "a = 2\n", 0o644)
+    loose = written("loose.conf", "a = 1\n", 0o600)
+    env = written("kubelet.env", "KUBELET_EXTRA_ARGS='--max-pods=110'\n", 0o644)
     link = tmp_path / "dangling.conf"
     link.symlink_to(tmp_path / "nowhere")
     attributes = {"owner": owner, "group": group, "mode": "0644"}
