@@ -19,11 +19,11 @@ import string
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.text.converters import to_text
-from ansible.plugins.action import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import versions as containerd_versions
 from ansible_collections.gpunode.provisioning.plugins.modules import containerd_config as _module_file
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files, node_command
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 ARGUMENT_SPEC = {**_module_file.ARGUMENT_SPEC, **controller_files.FILE_ARGUMENT_SPEC}
 

@@ -31,9 +31,9 @@ from pathlib import Path
 
 import yaml
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 MODULE = f"{COLLECTION}.gpu_node_facts"
 CHECKER = f"{COLLECTION}.role_variables"

@@ -20,10 +20,10 @@ the facts were read again in between.
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.settings import declared
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 MODULE = f"{COLLECTION}.gpu_settings"
 CHECKER = f"{COLLECTION}.role_variables"

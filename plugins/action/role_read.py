@@ -74,14 +74,13 @@ from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
-from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import probes as _probes
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION, NODE_FILES_MODULE
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 CHECKER = f"{COLLECTION}.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
-BATCH_MODULE = "node_files"
 # The command reads the action runs through the connection itself (direct_command), and the arguments they may give.
 COMMAND_MODULES = _probes.builtin_names("command")
 DIRECT_COMMAND_ARGS = {"argv", "stdin", "stdin_add_newline", "strip_empty_ends"}
@@ -294,7 +293,7 @@ class ActionModule(ActionBase):
         mode = self._task.check_mode
         self._task.check_mode = False  # a read: the same in check mode
         try:
-            found = self._execute_module(BATCH_MODULE, module_args={"files": requests}, task_vars=task_vars)
+            found = self._execute_module(NODE_FILES_MODULE, module_args={"files": requests}, task_vars=task_vars)
         finally:
             self._task.check_mode = mode
         if found.get("failed"):

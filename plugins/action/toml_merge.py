@@ -17,11 +17,11 @@ from datetime import date, datetime, time
 from typing import NamedTuple
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.module_utils.containerd import config as containerd_config
 from ansible_collections.gpunode.provisioning.plugins.module_utils.files import merge as config_merge
 from ansible_collections.gpunode.provisioning.plugins.modules import toml_merge as _module_file
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import controller_files
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 ARGUMENT_SPEC = {**_module_file.ARGUMENT_SPEC, **controller_files.FILE_ARGUMENT_SPEC}
 

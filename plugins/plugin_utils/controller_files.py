@@ -29,6 +29,9 @@ from ansible.module_utils.common.text.converters import to_text
 # This collection's name: its modules are run as COLLECTION.<module>.
 COLLECTION = "gpunode.provisioning"
 
+# The node-side module that reads files in one run (plugins/modules/node_files.py).
+NODE_FILES_MODULE = f"{COLLECTION}.node_files"
+
 # The node-side module every write goes through (plugins/modules/config_file_write.py).
 WRITE_MODULE = f"{COLLECTION}.config_file_write"
 
@@ -88,7 +91,7 @@ def read_text(action, path: str, task_vars: dict, hint: str = "") -> str | None:
     seen = _read_sha1(action)
     # one module run looks at the file and reads it (plugins/modules/node_files.py; a stat and a slurp run before)
     res = action._execute_module(
-        module_name="node_files",
+        module_name=NODE_FILES_MODULE,
         module_args={"files": [{"path": path, "follow": True, "get_checksum": False, "content": True}]},
         task_vars=task_vars,
         wrap_async=False,

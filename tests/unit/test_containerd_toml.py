@@ -629,7 +629,7 @@ class FakeNode:
 
     def execute_module(self, module_name, module_args, task_vars=None, wrap_async=False, **_kwargs):
         self.modules.append((module_name, module_args))
-        if module_name == "node_files":
+        if module_name.endswith("node_files"):
             return fake_node_files(
                 module_args, self.files, {p.rsplit("/", 1)[0] for p in self.files} | {"/etc/containerd"}
             )
@@ -857,7 +857,7 @@ def test_action_reads_and_merges_again_when_another_run_wrote_the_file_in_betwee
 
     def racing(module_name, module_args, **kwargs):
         result = execute(module_name, module_args, **kwargs)
-        if module_name == "node_files":
+        if module_name.endswith("node_files"):
             reads.append(module_args["files"][0]["path"])
             if len(reads) == 1:
                 node.files[PATH] = other  # another run writes between our read and our write

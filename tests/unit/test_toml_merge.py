@@ -205,7 +205,7 @@ class FakeNode:
 
     def execute_module(self, module_name, module_args, task_vars=None, wrap_async=False, **_kwargs):
         self.modules.append((module_name, module_args))
-        if module_name == "node_files":
+        if module_name.endswith("node_files"):
             return fake_node_files(module_args, self.files, self.directories)
         if module_name == "ansible.legacy.file":
             self.directories.add(module_args["path"])
@@ -380,7 +380,7 @@ def test_action_merges_again_when_another_run_wrote_the_file_in_between():
 
     def racing(module_name, module_args, **kwargs):
         result = execute(module_name, module_args, **kwargs)
-        if module_name == "node_files":
+        if module_name.endswith("node_files"):
             reads.append(1)
             if len(reads) == 1:
                 node.files[PATH] = other
@@ -401,7 +401,7 @@ def test_action_gives_up_when_the_file_keeps_changing_and_writes_nothing():
 
     def always_racing(module_name, module_args, **kwargs):
         result = execute(module_name, module_args, **kwargs)
-        if module_name == "node_files":
+        if module_name.endswith("node_files"):
             counter.append(1)
             node.files[PATH] = PACKAGE_DEFAULT + f"\n# edit {len(counter)}\n"
         return result
