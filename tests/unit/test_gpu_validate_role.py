@@ -418,6 +418,31 @@ def test_the_role_reads_fresh_facts_and_the_shared_values_through_gpu_node_facts
     # one include, skipped on a node whose reports are as they should be (a no-op run pays its one task only)
     assert role_text.count("include_tasks") == 1
     report = yaml.safe_load((role / "tasks" / "report.yml").read_text())
-    assert [t.get("when") for t in report if "ansible.builtin.include_tasks" in t] == [
-        "__gpu_validate_node_report_pending | bool or __gpu_validate_fleet_pending | bool"
-    ]
+    (include,) = [t for t in report if "ansible.builtin.include_tasks" in t]
+    assert "__gpu_validate_node_report_pending" in include["when"] and "__gpu_validate_fleet_pending" in include["when"]
+
+
+@pytest.mark.parametrize(
+    ("host", "node_pending", "compared"),
+    [("gpu-1", False, True), ("gpu-2", False, False), ("gpu-3", True, False), ("gpu-1", True, False)],
+)
+def test_one_host_compares_the_fleet_report_not_each(host, node_pending, compared):
+    """The fleet report holds every node: comparing it on each host made the doctor's cost grow with the square of
+    the fleet. The include's condition renders it on the play's first host only (and not once the node's own report
+    already includes the file)."""
+    from conftest import render_role_value
+
+    report = yaml.safe_load((ROOT / "roles" / "gpu_validate" / "tasks" / "report.yml").read_text())
+    (include,) = [t for t in report if "ansible.builtin.include_tasks" in t]
+    variables = {
+        "inventory_hostname": host,
+        "ansible_play_hosts": ["gpu-1", "gpu-2", "gpu-3"],
+        "__gpu_validate_node_report_pending": node_pending,
+        # rendering it fails: the condition must not touch it where it is not to be compared
+        "__gpu_validate_fleet_pending": "{{ fleet_compared_here }}",
+    }
+    if compared:
+        with pytest.raises(Exception, match="fleet_compared_here"):
+            render_role_value("{{ " + include["when"] + " }}", variables)
+    else:
+        assert render_role_value("{{ " + include["when"] + " }}", variables) is node_pending
