@@ -42,7 +42,13 @@
 
 `gpu_fleet_files_pending(files)`
     Whether the fleet report must be written: ``files`` is a list of {path, content} on the controller; True when
-    one is missing or holds other text (it reads the controller's files: the role rewrites them only then).
+    one is missing or holds other text (it reads the controller's files: the role rewrites them only then). An item
+    with a ``key`` (the HTML page: ``gpu_fleet_report_key``) whose file carries that key (``key_marker``) is the page
+    of the same JSON by the same template: its content, which renders the whole page, is then not compared (a no-op
+    re-run rendered it for nothing, issue 47). The write (fleet_report_write) compares the whole text.
+
+`gpu_fleet_report_key(json_text, template)`
+    The key the HTML page carries: SHA-256 of the template file's bytes and the JSON report's text.
 
 Families: each row carries its family (``family``: the doctor's family whose checks built it, set by the node-side
 module; "rollout" for a rollout's row), the filter of the HTML page; ``families`` lists them in the doctor's order,
@@ -57,6 +63,7 @@ Pure functions; the unit tests call them without Ansible.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -271,14 +278,33 @@ def gpu_fleet_with_others(results, hosts, existing) -> list:
     return nodes
 
 
+def key_marker(key: str) -> str:
+    """The line of the HTML page that names its key (templates/fleet_report.html.j2 writes it)."""
+    return f'<meta name="gpunode-fleet-report" content="{key}">'
+
+
+def gpu_fleet_report_key(json_text, template) -> str:
+    """SHA-256 of the template file's bytes and the JSON report's text: the page they render carries it."""
+    digest = hashlib.sha256()
+    with open(str(template), "rb") as handle:
+        digest.update(handle.read())
+    digest.update(b"\0" + str(json_text).encode("utf-8"))
+    return digest.hexdigest()
+
+
 def gpu_fleet_files_pending(files) -> bool:
-    """Whether one of ``files`` ({path, content}) is missing on the controller or holds other text."""
+    """Whether one of ``files`` ({path, content}, or with a ``key``) is missing on the controller or holds other text
+    (or, with a key, does not carry it)."""
     for item in files:
         try:
             with open(item["path"], encoding="utf-8", newline="") as handle:
-                if handle.read() != str(item["content"]):
-                    return True
+                text = handle.read()
         except (OSError, UnicodeDecodeError):
+            return True
+        if item.get("key"):
+            if key_marker(str(item["key"])) not in text:
+                return True
+        elif text != str(item["content"]):
             return True
     return False
 
@@ -292,4 +318,5 @@ class FilterModule:
             "gpu_fleet_results": gpu_fleet_results,
             "gpu_fleet_with_others": gpu_fleet_with_others,
             "gpu_fleet_files_pending": gpu_fleet_files_pending,
+            "gpu_fleet_report_key": gpu_fleet_report_key,
         }

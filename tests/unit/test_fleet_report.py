@@ -147,7 +147,7 @@ class _Page(html.parser.HTMLParser):
 
 def _render(report) -> str:
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, trim_blocks=True)
-    return env.from_string(TEMPLATE.read_text()).render(__gpu_validate_fleet=report)
+    return env.from_string(TEMPLATE.read_text()).render(__gpu_validate_fleet=report, __gpu_validate_fleet_key="k")
 
 
 def test_the_page_lists_failing_rows_first_escapes_node_text_and_loads_nothing():

@@ -158,3 +158,33 @@ def test_the_fleet_report_is_written_only_when_a_file_differs(tmp_path):
     assert fleet_report.gpu_fleet_files_pending(files) is True
     (tmp_path / "fleet.html").write_bytes(b"\xff")
     assert fleet_report.gpu_fleet_files_pending(files) is True
+
+
+class _Unrendered(dict):
+    """An item whose content must not be read (it would render the whole page)."""
+
+    def __getitem__(self, key):
+        assert key != "content", "the page was rendered to compare it"
+        return super().__getitem__(key)
+
+
+def test_the_fleet_page_that_carries_its_key_is_not_rendered_to_compare_it(tmp_path):
+    template = tmp_path / "page.j2"
+    template.write_text("<page {{ key }}>\n")
+    key = fleet_report.gpu_fleet_report_key('{"nodes": []}\n', template)
+    # the key follows the JSON's text and the template's bytes
+    assert key != fleet_report.gpu_fleet_report_key('{"nodes": [1]}\n', template)
+    template.write_text("<other page {{ key }}>\n")
+    assert key != fleet_report.gpu_fleet_report_key('{"nodes": []}\n', template)
+    page = tmp_path / "fleet.html"
+    files = [_Unrendered(path=str(page), key=key, content="never read")]
+    assert fleet_report.gpu_fleet_files_pending(files) is True  # no page yet
+    page.write_text(f"<html>\n{fleet_report.key_marker(key)}\n</html>\n")
+    assert fleet_report.gpu_fleet_files_pending(files) is False
+    page.write_text(f"<html>\n{fleet_report.key_marker('0' * 64)}\n</html>\n")  # another JSON or template
+    assert fleet_report.gpu_fleet_files_pending(files) is True
+
+
+def test_the_page_writes_the_marker_the_comparison_looks_for():
+    text = (ROOT / "roles" / "gpu_validate" / "templates" / "fleet_report.html.j2").read_text()
+    assert fleet_report.key_marker("{{ __gpu_validate_fleet_key }}") in text
