@@ -280,3 +280,29 @@ def test_a_rollouts_row_carries_its_family():
     rows = rollout.gpu_rollout_results({"rollout": "upgrade_driver", "step": "drain"}, "gpu-1")
     hostvars = {"a": {"gpu_rollout_results": rows}}
     assert fleet.gpu_fleet_results(["a"], hostvars)[0][0]["family"] == "rollout"
+
+
+def test_an_inventory_directory_does_not_read_the_fleet_report_beside_it_as_inventory(tmp_path):
+    """The report's default path is beside the inventory: in an inventory directory Ansible parsed
+    gpu-fleet-report.json and .html as inventory sources on the next run, with warnings, and the JSON's keys as
+    groups. ansible.cfg's inventory_ignore_patterns leaves them out."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    gpu-1:\n")
+    report = {"summary": {"nodes": {"total": 1}}, "families": [], "checks": [], "nodes": [{"host": "gpu-9"}]}
+    (tmp_path / "gpu-fleet-report.json").write_text(json.dumps(report))
+    (tmp_path / "gpu-fleet-report.html").write_text("<!DOCTYPE html>\n<html></html>\n")
+    (tmp_path / "gpu-fleet-report.lock").write_text("")
+    inventory = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(tmp_path), "--list"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "WARNING" not in inventory.stderr, inventory.stderr
+    groups = json.loads(inventory.stdout)
+    assert set(groups) == {"_meta", "all", "ungrouped"}, groups
+    assert groups["ungrouped"]["hosts"] == ["gpu-1"]
