@@ -16,8 +16,8 @@ ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
 # --list-tasks does not expand includes: the read (variables, packages, config.toml, CDI; it shows the reports where
-# nothing changes), the one include of the changes (tasks/apply.yml), the runtime registration. --tags runtime lists the same
-# tasks; of what the include runs, only the report of what the role leaves out carries the runtime tag
+# nothing changes), the one include of the changes (tasks/apply.yml), the runtime registration. --tags runtime
+# lists the same tasks; of what the include runs, only the report of what the role leaves out carries the runtime tag
 # (test_runtime_reaches_only_the_left_out_report_in_the_included_files).
 ALL_TASKS = [
     "nvidia_container_toolkit : Check the nvidia_container_toolkit variables and read the node",
