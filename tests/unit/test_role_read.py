@@ -109,20 +109,7 @@ def test_reads_items_missing_files_probes_skips_and_the_check_first(tmp_path):
             "dest": str(out),
         }
     }
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "localhost",
-                    "connection": "local",
-                    "gather_facts": False,
-                    "tasks": [read_task, refused, failed_read, show],
-                }
-            ]
-        )
-    )
-    run = run_local_playbook(playbook)
+    run = _run_local_tasks(tmp_path, [read_task, refused, failed_read, show])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     shown = json.loads(out.read_text())
     slurped, probe, skipped = shown["read"]["reads"]
@@ -395,22 +382,18 @@ def test_the_report_renders_last_and_shows_as_warnings_only_where_it_says_someth
 
     out = tmp_path / "out.json"
     show = {"ansible.builtin.copy": {"content": "{{ {'quiet': quiet, 'says': says} | to_json }}", "dest": str(out)}}
-    playbook = tmp_path / "play.yml"
-    playbook.write_text(
-        yaml.safe_dump(
-            [
-                {
-                    "hosts": "localhost",
-                    "connection": "local",
-                    "gather_facts": False,
-                    "tasks": [task("says", False), task("quiet", True), show],
-                }
-            ]
-        )
-    )
-    run = run_local_playbook(playbook)
+    run = _run_local_tasks(tmp_path, [task("says", False), task("quiet", True), show])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     shown = json.loads(out.read_text())
     assert shown["says"]["warnings"] == ["size 6"]
     assert not shown["quiet"].get("warnings")
     assert (run.stdout + run.stderr).count("[WARNING]: size 6") == 1
+
+
+def _run_local_tasks(tmp_path, tasks: list):
+    """One play of ``tasks`` against localhost (local connection, no facts); the CompletedProcess."""
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        yaml.safe_dump([{"hosts": "localhost", "connection": "local", "gather_facts": False, "tasks": tasks}])
+    )
+    return run_local_playbook(playbook)
