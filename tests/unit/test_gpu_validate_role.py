@@ -423,13 +423,21 @@ def test_the_role_reads_fresh_facts_and_the_shared_values_through_gpu_node_facts
 
 
 @pytest.mark.parametrize(
-    ("host", "node_pending", "compared"),
-    [("gpu-1", False, True), ("gpu-2", False, False), ("gpu-3", True, False), ("gpu-1", True, False)],
+    ("host", "batch", "node_pending", "compared"),
+    [
+        ("gpu-1", ["gpu-1", "gpu-2", "gpu-3"], False, True),
+        ("gpu-2", ["gpu-1", "gpu-2", "gpu-3"], False, False),
+        ("gpu-3", ["gpu-1", "gpu-2", "gpu-3"], True, False),
+        ("gpu-1", ["gpu-1", "gpu-2", "gpu-3"], True, False),
+        # a rollout's second batch (serial): its first host compares, though the play's first host is gpu-1
+        ("gpu-2", ["gpu-2", "gpu-3"], False, True),
+        ("gpu-3", ["gpu-2", "gpu-3"], False, False),
+    ],
 )
-def test_one_host_compares_the_fleet_report_not_each(host, node_pending, compared):
+def test_one_host_compares_the_fleet_report_not_each(host, batch, node_pending, compared):
     """The fleet report holds every node: comparing it on each host made the doctor's cost grow with the square of
-    the fleet. The include's condition renders it on the play's first host only (and not once the node's own report
-    already includes the file)."""
+    the fleet. The include's condition renders it on the first host of the batch only (and not once the node's own
+    report already includes the file); in a rollout's later batch that is not the play's first host."""
     from conftest import render_role_value
 
     report = yaml.safe_load((ROOT / "roles" / "gpu_validate" / "tasks" / "report.yml").read_text())
@@ -437,6 +445,7 @@ def test_one_host_compares_the_fleet_report_not_each(host, node_pending, compare
     variables = {
         "inventory_hostname": host,
         "ansible_play_hosts": ["gpu-1", "gpu-2", "gpu-3"],
+        "ansible_play_batch": batch,
         "__gpu_validate_node_report_pending": node_pending,
         # rendering it fails: the condition must not touch it where it is not to be compared
         "__gpu_validate_fleet_pending": "{{ fleet_compared_here }}",
