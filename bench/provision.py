@@ -51,6 +51,7 @@ generated inventory (--group-vars).
 from __future__ import annotations
 
 import argparse
+import configparser
 import datetime as dt
 import json
 import os
@@ -251,6 +252,15 @@ def write_inventory(
     return directory
 
 
+def project_callbacks() -> list[str]:
+    """The callbacks ansible.cfg enables (callbacks_enabled): the benchmark runs them as a user's run does."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(ROOT / "ansible.cfg")
+    return [
+        name.strip() for name in parser.get("defaults", "callbacks_enabled", fallback="").split(",") if name.strip()
+    ]
+
+
 def ansible_env(pipelining: bool, forks: int, stats_file: Path, strategy: str = "linear") -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -258,8 +268,9 @@ def ansible_env(pipelining: bool, forks: int, stats_file: Path, strategy: str = 
             "ANSIBLE_STRATEGY": STRATEGIES[strategy],
             "ANSIBLE_PIPELINING": "True" if pipelining else "False",
             "ANSIBLE_FORKS": str(forks),
-            "ANSIBLE_CALLBACK_PLUGINS": f"{ROOT / 'plugins' / 'callback'}:{BENCH / 'callback_plugins'}",
-            "ANSIBLE_CALLBACKS_ENABLED": "bench_count",
+            "ANSIBLE_CALLBACK_PLUGINS": str(BENCH / "callback_plugins"),
+            # the environment replaces ansible.cfg's list: the project's callbacks, then the counter
+            "ANSIBLE_CALLBACKS_ENABLED": ",".join([*project_callbacks(), "bench_count"]),
             "ANSIBLE_NOCOLOR": "1",
             "BENCH_STATS_FILE": str(stats_file),
         }

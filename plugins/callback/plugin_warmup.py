@@ -1,0 +1,75 @@
+"""Loads a play's connection, shell and become plugins in the controller's main process, before its workers fork
+(Ansible does so for its own; a collection's were loaded by each worker)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: plugin_warmup
+type: aggregate
+short_description: Load the play's connection, shell and become plugins once, before Ansible forks its workers
+description:
+  - Ansible runs every task of every host in a worker process forked from its main process. A configurable plugin's
+    first load parses its documentation (its option definitions). Ansible does that in the main process, at start, for
+    its own connection, shell and become plugins (C(ssh), C(sh), C(sudo) ...), so their workers inherit them. A
+    collection's plugin (the C(community.docker.docker) connection of this project's tests and benchmark, a
+    collection's become method) was loaded first in each worker, once per task and host (on the benchmark's no-op
+    re-run about a tenth of the controller's CPU; bench/README.md).
+  - At the start of each play this callback loads the plugins that the play's first host uses (its
+    C(ansible_connection), C(ansible_shell_type) and C(ansible_become_method), else the play's and Ansible's defaults),
+    so that every worker forked after it inherits them as it inherits Ansible's own. It changes nothing else and never
+    fails a run; a name it cannot resolve is left to the worker, which reports it as it always did.
+  - Enabled in this project's ansible.cfg (C(callbacks_enabled)).
+requirements:
+  - enabled in C(callbacks_enabled)
+"""
+
+from ansible import constants as C
+from ansible.plugins.callback import CallbackBase
+from ansible.plugins.loader import become_loader, connection_loader, shell_loader
+
+
+def _plain(value) -> str:
+    """A plugin name as given, "" where it is unset or a template (the worker resolves those)."""
+    return value if isinstance(value, str) and value and "{" not in value else ""
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "gpunode.provisioning.plugin_warmup"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loaded: list[str] = []
+
+    def v2_playbook_on_play_start(self, play):
+        try:
+            names = self.plugin_names(play)
+        except Exception as ex:  # an optimisation: never the reason a run fails
+            self._display.vvvv(f"plugin_warmup: no plugin names for play {play.get_name()!r}: {ex}")
+            return
+        for loader, name in names:
+            try:
+                loader.get(name, class_only=True)
+            except Exception as ex:  # as above: the worker reports it
+                self._display.vvvv(f"plugin_warmup: {loader.type} {name} not loaded: {ex}")
+            else:
+                self.loaded.append(f"{loader.type} {name}")
+
+    @staticmethod
+    def plugin_names(play) -> list:
+        """(loader, name) of the connection, shell and become plugins of the play's first host."""
+        manager = play.get_variable_manager()
+        hosts = manager._inventory.get_hosts(play.hosts) if manager is not None else []
+        host_vars = manager.get_vars(play=play, host=hosts[0], include_hostvars=False) if hosts else {}
+        connection = (
+            _plain(host_vars.get("ansible_connection")) or _plain(play.connection) or _plain(C.DEFAULT_TRANSPORT)
+        )
+        names = [(connection_loader, connection)] if connection else []
+        shell = _plain(host_vars.get("ansible_shell_type")) or "sh"
+        names.append((shell_loader, shell))
+        become = _plain(host_vars.get("ansible_become_method")) or _plain(play.become_method)
+        if become:
+            names.append((become_loader, become))
+        return names
