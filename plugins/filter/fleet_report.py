@@ -47,6 +47,10 @@
     of the same JSON by the same template: its content, which renders the whole page, is then not compared (a no-op
     re-run rendered it for nothing, issue 47). The write (fleet_report_write) compares the whole text.
 
+`gpu_fleet_report_pending(json_text, path, template)`
+    Whether the role writes the fleet report at ``path`` (its .json and .html): gpu_fleet_files_pending of the JSON
+    text and the page's key, from one rendering of the JSON (the role's condition; a no-op re-run rendered it twice).
+
 `gpu_fleet_report_key(json_text, template)`
     The key the HTML page carries: SHA-256 of the template file's bytes and the JSON report's text.
 
@@ -292,6 +296,18 @@ def gpu_fleet_report_key(json_text, template) -> str:
     return digest.hexdigest()
 
 
+def gpu_fleet_report_pending(json_text, path, template) -> bool:
+    """Whether the fleet report at ``path`` (.json, .html) must be written for the JSON text ``json_text``: the JSON
+    file holds other text, or the page does not carry the key of that text and ``template`` (the role's pending
+    condition renders the JSON once, here, not once for each file)."""
+    text = str(json_text)
+    files = [
+        {"path": f"{path}.json", "content": text},
+        {"path": f"{path}.html", "key": gpu_fleet_report_key(text, template)},
+    ]
+    return gpu_fleet_files_pending(files)
+
+
 def gpu_fleet_files_pending(files) -> bool:
     """Whether one of ``files`` ({path, content}, or with a ``key``) is missing on the controller or holds other text
     (or, with a key, does not carry it)."""
@@ -318,5 +334,6 @@ class FilterModule:
             "gpu_fleet_results": gpu_fleet_results,
             "gpu_fleet_with_others": gpu_fleet_with_others,
             "gpu_fleet_files_pending": gpu_fleet_files_pending,
+            "gpu_fleet_report_pending": gpu_fleet_report_pending,
             "gpu_fleet_report_key": gpu_fleet_report_key,
         }

@@ -185,6 +185,37 @@ def test_the_fleet_page_that_carries_its_key_is_not_rendered_to_compare_it(tmp_p
     assert fleet_report.gpu_fleet_files_pending(files) is True
 
 
+class _Once(str):
+    """A JSON text that counts how often the filter turns it into text (a lazy value renders at each use)."""
+
+    uses = 0
+
+    def __str__(self):
+        type(self).uses += 1
+        return str.__str__(self)
+
+
+def test_the_roles_condition_renders_the_fleet_json_once_and_compares_both_files(tmp_path):
+    template = tmp_path / "page.j2"
+    template.write_text("<page>\n")
+    path = tmp_path / "fleet"
+    json_text = '{"nodes": []}\n'
+    assert fleet_report.gpu_fleet_report_pending(json_text, path, template) is True  # none there
+    (tmp_path / "fleet.json").write_text(json_text)
+    assert fleet_report.gpu_fleet_report_pending(json_text, path, template) is True  # no page
+    key = fleet_report.gpu_fleet_report_key(json_text, template)
+    (tmp_path / "fleet.html").write_text(f"<html>\n{fleet_report.key_marker(key)}\n")
+    once = _Once(json_text)
+    assert fleet_report.gpu_fleet_report_pending(once, path, template) is False
+    assert _Once.uses == 1
+    assert fleet_report.gpu_fleet_report_pending('{"nodes": [1]}\n', path, template) is True  # the JSON changed
+    template.write_text("<new page>\n")
+    assert fleet_report.gpu_fleet_report_pending(json_text, path, template) is True  # the template changed
+    # the role's condition is this filter on the one JSON text
+    role_vars = (ROOT / "roles" / "gpu_validate" / "vars" / "main.yml").read_text()
+    assert "__gpu_validate_fleet_json | gpunode.provisioning.gpu_fleet_report_pending(" in role_vars
+
+
 def test_the_page_writes_the_marker_the_comparison_looks_for():
     text = (ROOT / "roles" / "gpu_validate" / "templates" / "fleet_report.html.j2").read_text()
     assert fleet_report.key_marker("{{ __gpu_validate_fleet_key }}") in text
