@@ -191,7 +191,9 @@ class ActionModule(ActionBase):
         entry_point = self._task.args.get("entry_point", ENTRY_POINT)
         if not spec_path:
             raise AnsibleActionFail("role_variables needs spec: the path of the role's meta/argument_specs.yml")
-        specs = (self._loader.load_from_file(spec_path) or {}).get("argument_specs") or {}
+        # read only: the loader's cached parse without its deep copy (Ansible parsed the file when it loaded the role,
+        # before forking this worker; the copy of a whole argument_specs.yml was most of this check's cost, issue 47)
+        specs = (self._loader.load_from_file(spec_path, unsafe=True) or {}).get("argument_specs") or {}
         if entry_point not in specs:
             raise AnsibleActionFail(f"{spec_path} has no entry point {entry_point!r} (it has {', '.join(specs)})")
         options = (specs[entry_point] or {}).get("options") or {}
