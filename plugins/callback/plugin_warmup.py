@@ -1,3 +1,5 @@
+# Copyright: gpu-node-provisioning contributors
+# Apache License 2.0 (see LICENSE)
 """Loads a play's connection, shell and become plugins in the controller's main process, before its workers fork
 (Ansible does so for its own; a collection's were loaded by each worker)."""
 
