@@ -14,12 +14,13 @@ description:
     first load parses its documentation (its option definitions). Ansible does that in the main process, at start, for
     its own connection, shell and become plugins (C(ssh), C(sh), C(sudo) ...), so their workers inherit them. A
     collection's plugin (the C(community.docker.docker) connection of this project's tests and benchmark, a
-    collection's become method) was loaded first in each worker, once per task and host (on the benchmark's no-op
-    re-run about a tenth of the controller's CPU; bench/README.md).
+    collection's become method) was loaded first in each worker, once per task and host (the community.docker
+    connection's first load costs about 5 ms of CPU on the build machine; bench/README.md).
   - At the start of each play this callback loads the plugins that the play's first host uses (its
     C(ansible_connection), C(ansible_shell_type) and C(ansible_become_method), else the play's and Ansible's defaults),
     so that every worker forked after it inherits them as it inherits Ansible's own. It changes nothing else and never
     fails a run; a name it cannot resolve is left to the worker, which reports it as it always did.
+  - Under the C(gpunode_mitogen) strategy the workers use mitogen's own connections instead, so it saves nothing there.
   - Enabled in this project's ansible.cfg (C(callbacks_enabled)).
 requirements:
   - enabled in C(callbacks_enabled)
@@ -53,10 +54,11 @@ class CallbackModule(CallbackBase):
             return
         for loader, name in names:
             try:
-                loader.get(name, class_only=True)
+                plugin = loader.get(name, class_only=True)
             except Exception as ex:  # as above: the worker reports it
+                plugin = None
                 self._display.vvvv(f"plugin_warmup: {loader.type} {name} not loaded: {ex}")
-            else:
+            if plugin is not None and f"{loader.type} {name}" not in self.loaded:
                 self.loaded.append(f"{loader.type} {name}")
 
     @staticmethod
