@@ -40,7 +40,8 @@
     slice a play over its share of the hosts) so keeps one report of every node: each slice replaces its own nodes'
     rows and leaves the other slices' rows alone. A node that left the inventory stays until the report is removed.
 
-`gpu_fleet_files_pending(files)`
+`gpu_fleet_files_pending(files)` (a function of this file, no longer a filter: gpu_fleet_report_pending and the
+    action fleet_report_write call it)
     Whether the fleet report must be written: ``files`` is a list of {path, content} on the controller; True when
     one is missing or holds other text (it reads the controller's files: the role rewrites them only then). An item
     with a ``key`` (the HTML page: ``gpu_fleet_report_key``) whose file carries that key (``key_marker``) is the page
@@ -333,7 +334,6 @@ class FilterModule:
             "gpu_fleet_report": gpu_fleet_report,
             "gpu_fleet_results": gpu_fleet_results,
             "gpu_fleet_with_others": gpu_fleet_with_others,
-            "gpu_fleet_files_pending": gpu_fleet_files_pending,
             "gpu_fleet_report_pending": gpu_fleet_report_pending,
             "gpu_fleet_report_key": gpu_fleet_report_key,
         }
