@@ -102,16 +102,16 @@ def test_imex_apart_from_the_driver_is_found_and_refused(driver, imex, apart):
 
 
 def test_the_install_ends_with_imex_at_the_drivers_version():
-    """The lockstep check of tasks/install.yml (the fabric manager's block) holds IMEX to the driver's version."""
+    """The lockstep check of tasks/install.yml (its include of fabric_check.yml) holds IMEX to the driver's version."""
     tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
-    block = next(
+    include = next(
         task for task in tasks if task["name"] == "Check that the fabric manager is at the driver's exact version"
     )
-    check = block["block"][1]
+    check = yaml.safe_load((ROLE / "tasks" / include["ansible.builtin.include_tasks"]).read_text())[1]
     assert check["when"] == "__nvidia_driver_plan.imex_enabled"
     that = check["ansible.builtin.assert"]["that"]
     together = _role("ubuntu2404", DRIVER, DRIVER, nvidia_driver_imex="dra", nvidia_driver_branch="580")
-    assert together.condition(block["when"][0]) and all(together.condition(term) for term in that)
+    assert together.condition(include["when"][0]) and all(together.condition(term) for term in that)
     for imex in ("580.95.05-0ubuntu1", None):  # another version, or not installed at all
         apart = _role("ubuntu2404", DRIVER, imex, nvidia_driver_imex="dra", nvidia_driver_branch="580")
         assert not all(apart.condition(term) for term in that)

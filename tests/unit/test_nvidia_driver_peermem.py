@@ -12,10 +12,13 @@ CONFIGURE = yaml.safe_load((ROLE / "tasks" / "configure.yml").read_text())
 
 
 def _task(name: str) -> dict:
+    """The task of configure.yml, or of the file one of its includes names, with the include's conditions first."""
     for task in CONFIGURE:
         if task["name"] == name:
             return task
-        for inner in task.get("block", []):
+        included = task.get("ansible.builtin.include_tasks")
+        inner_tasks = yaml.safe_load((ROLE / "tasks" / included).read_text()) if included else task.get("block", [])
+        for inner in inner_tasks:
             if inner["name"] == name:
                 return {**inner, "when": _as_list(task.get("when")) + _as_list(inner.get("when"))}
     raise AssertionError(name)

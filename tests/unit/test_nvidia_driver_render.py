@@ -1606,12 +1606,13 @@ def test_fabric_manager_is_read_in_the_refusing_preflight_even_with_a_loaded_dri
 
 def test_the_install_ends_with_the_fabric_manager_at_the_drivers_version():
     tasks = yaml.safe_load((ROLE / "tasks" / "install.yml").read_text())
-    block = next(
+    include = next(
         task for task in tasks if task["name"] == "Check that the fabric manager is at the driver's exact version"
     )
-    check = block["block"][2]["ansible.builtin.assert"]
-    assert "__nvidia_driver_plan.fabricmanager_enabled" in block["block"][2]["when"]
-    assert block["when"][0] == "__nvidia_driver_plan.fabricmanager_enabled or __nvidia_driver_plan.imex_enabled"
+    checks = yaml.safe_load((ROLE / "tasks" / include["ansible.builtin.include_tasks"]).read_text())
+    check = checks[2]["ansible.builtin.assert"]
+    assert "__nvidia_driver_plan.fabricmanager_enabled" in checks[2]["when"]
+    assert include["when"][0] == "__nvidia_driver_plan.fabricmanager_enabled or __nvidia_driver_plan.imex_enabled"
     lockstep = _fabricmanager_role("ubuntu2404", "580.178.04-0ubuntu0.24.04.1", "580.178.04-0ubuntu0.24.04.1")
     assert all(lockstep.condition(that) for that in check["that"])
     for driver, fabricmanager in (("580.178.04-0ubuntu0.24.04.1", "580.95.05-0ubuntu1"), ("580.178.04-1", None)):
