@@ -36,7 +36,8 @@ PLAY = [
         "gather_facts": False,
         "tasks": [
             {"name": "Give the node its doctor's rows", "ansible.builtin.set_fact": {"gpu_validate_results": OURS}},
-            # as a stopped rollout writes it (playbooks/tasks/rollout_failed.yml); report_write.yml imports that file
+            # as a stopped rollout writes it (playbooks/tasks/rollout_failed.yml); the doctor's last task
+            # (plugins/action/gpu_validate_outcome.py) writes it through the same action
             {
                 "name": "Write the fleet report",
                 "ansible.builtin.include_role": {"name": "gpu_validate", "tasks_from": "fleet_report.yml"},

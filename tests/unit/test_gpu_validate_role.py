@@ -295,13 +295,16 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert "run --rm --runtime nvidia --network none busybox:latest true" in log
     assert "--env NVIDIA_VISIBLE_DEVICES=all --network none busybox:latest sh -c" in log
     assert "--runc-binary /usr/bin/nvidia-container-runtime docker.io/library/busybox:latest" in log
-    assert "changed=2" in result.stdout  # the report directory, and one task for its two files
+    # one task (gpu_validate_outcome) made the report directory and wrote both files, and says so
+    assert "changed=1" in result.stdout, result.stdout
+    assert f"- {node}/report/validate.txt" in result.stdout and f"- {node}/report/validate.json" in result.stdout
 
     again, report_again = run(node, "good", True)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "changed=0" in again.stdout, "the report files were rewritten although nothing changed"
-    # the node's files and the fleet report are as they should be: the include that writes them is skipped
-    assert "Create the report directory" not in again.stdout and "Fleet report of" not in again.stdout
+    # the node's files and the fleet report are as they should be: nothing written, the table shown all the same
+    assert "written: []" in again.stdout and "Fleet report of" not in again.stdout
+    assert "localhost: OK - 24 checks" in again.stdout
     assert report_again == report
 
 
@@ -415,43 +418,42 @@ def test_the_role_reads_fresh_facts_and_the_shared_values_through_gpu_node_facts
     role_text = "".join(p.read_text() for p in sorted(role.rglob("*.yml")))
     assert "__gpu_validate_known_runtimes" not in role_text and "__gpu_validate_kubelet_dropin_min" not in role_text
     assert "__gpu_node_facts_runtimes" in role_text and "__gpu_node_facts_kubelet_dropin_min" in role_text
-    # one include, skipped on a node whose reports are as they should be (a no-op run pays its one task only)
-    assert role_text.count("include_tasks") == 1
-    report = yaml.safe_load((role / "tasks" / "report.yml").read_text())
-    (include,) = [t for t in report if "ansible.builtin.include_tasks" in t]
-    assert "__gpu_validate_node_report_pending" in include["when"] and "__gpu_validate_fleet_pending" in include["when"]
+    # no include: one task writes the reports where they differ, shows the table and fails a failed node
+    assert "include_tasks" not in role_text
+    (outcome,) = yaml.safe_load((role / "tasks" / "report.yml").read_text())
+    args = outcome["gpunode.provisioning.gpu_validate_outcome"]
+    assert args["node_pending"] == "{{ __gpu_validate_node_report_pending }}"
+    assert "__gpu_validate_fleet_pending" in args["fleet"]
 
 
 @pytest.mark.parametrize(
-    ("host", "batch", "node_pending", "compared"),
+    ("host", "batch", "compared"),
     [
-        ("gpu-1", ["gpu-1", "gpu-2", "gpu-3"], False, True),
-        ("gpu-2", ["gpu-1", "gpu-2", "gpu-3"], False, False),
-        ("gpu-3", ["gpu-1", "gpu-2", "gpu-3"], True, False),
-        ("gpu-1", ["gpu-1", "gpu-2", "gpu-3"], True, False),
+        ("gpu-1", ["gpu-1", "gpu-2", "gpu-3"], True),
+        ("gpu-2", ["gpu-1", "gpu-2", "gpu-3"], False),
+        ("gpu-3", ["gpu-1", "gpu-2", "gpu-3"], False),
         # a rollout's second batch (serial): its first host compares, though the play's first host is gpu-1
-        ("gpu-2", ["gpu-2", "gpu-3"], False, True),
-        ("gpu-3", ["gpu-2", "gpu-3"], False, False),
+        ("gpu-2", ["gpu-2", "gpu-3"], True),
+        ("gpu-3", ["gpu-2", "gpu-3"], False),
     ],
 )
-def test_one_host_compares_the_fleet_report_not_each(host, batch, node_pending, compared):
+def test_one_host_compares_the_fleet_report_not_each(host, batch, compared):
     """The fleet report holds every node: comparing it on each host made the doctor's cost grow with the square of
-    the fleet. The include's condition renders it on the first host of the batch only (and not once the node's own
-    report already includes the file); in a rollout's later batch that is not the play's first host."""
+    the fleet. The last task's ``fleet`` renders it on the first host of the batch only; in a rollout's later batch
+    that is not the play's first host."""
     from conftest import render_role_value
 
-    report = yaml.safe_load((ROOT / "roles" / "gpu_validate" / "tasks" / "report.yml").read_text())
-    (include,) = [t for t in report if "ansible.builtin.include_tasks" in t]
+    (outcome,) = yaml.safe_load((ROOT / "roles" / "gpu_validate" / "tasks" / "report.yml").read_text())
+    fleet = outcome["gpunode.provisioning.gpu_validate_outcome"]["fleet"]
     variables = {
         "inventory_hostname": host,
         "ansible_play_hosts": ["gpu-1", "gpu-2", "gpu-3"],
         "ansible_play_batch": batch,
-        "__gpu_validate_node_report_pending": node_pending,
         # rendering it fails: the condition must not touch it where it is not to be compared
         "__gpu_validate_fleet_pending": "{{ fleet_compared_here }}",
     }
     if compared:
         with pytest.raises(Exception, match="fleet_compared_here"):
-            render_role_value("{{ " + include["when"] + " }}", variables)
+            render_role_value(fleet, variables)
     else:
-        assert render_role_value("{{ " + include["when"] + " }}", variables) is node_pending
+        assert render_role_value(fleet, variables) is False

@@ -1,8 +1,9 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
 """The module side of this collection's controller-side actions (containerd_config, toml_merge, role_read,
-role_variables, fleet_report_write): their plugins/modules file carries the documentation and the argument spec
-(ansible-doc, ansible-test's validate-modules); run as a module on a node, it only fails, saying how to call it."""
+role_variables, fleet_report_write, gpu_validate_outcome): their plugins/modules file carries the documentation and
+the argument spec (ansible-doc, ansible-test's validate-modules); run as a module on a node, it only fails, saying how
+to call it."""
 
 from __future__ import annotations
 
