@@ -9,7 +9,8 @@ all (the checks, the facts later plays read, and this). This action does what th
 
 - where ``node_pending``, the node's report directory as the ``file`` module makes it and each file of the variable
   ``node_files`` names as the ``copy`` action writes it (``root:root``, ``0644``), in the task's check and diff mode;
-  a write that fails fails the task with its message, before anything is shown;
+  a write that fails fails the task, its message after the table (the fleet report is written all the same: it holds
+  the batch's other nodes);
 - where ``fleet`` (the batch's first host, where the fleet report differs; the role never asks in check mode), the
   fleet report through the ``fleet_report_write`` action (its lock, its atomic writes: one home for both), then the
   line the variable ``fleet_message`` names;
@@ -95,7 +96,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result.update(changed=False, written=[], fleet_written=[])
-        fleet_line = None
+        problems = []  # what failed in the writes: said after the table, and the task fails
         if args["node_pending"]:
             done, failed = self.write_node_files(args, task_vars)
             result["written"] = [one["dest"] for one in done[1:] if one.get("changed")]
@@ -104,19 +105,25 @@ class ActionModule(ActionBase):
             if diffs:
                 result["diff"] = [diff for one in diffs for diff in (one if isinstance(one, list) else [one])]
             if failed:
-                return {**result, "failed": True, "msg": f"writing the doctor's report failed: {failed.get('msg')}"}
+                problems.append(f"writing the doctor's report on the node failed: {failed.get('msg')}")
+        fleet_line = None
+        # the fleet report even where this node's own report could not be written: it holds the batch's other nodes
         if args["fleet"] and not self._task.check_mode:
             for name in ("fleet_files", "fleet_lock", "fleet_message"):
                 if not args[name]:
                     raise AnsibleActionFail(f"gpu_validate_outcome: fleet needs {name}")
-            wrote = self.action(FLEET_WRITER, {"lock": args["fleet_lock"], "files": args["fleet_files"]}, task_vars)
+            try:
+                wrote = self.action(FLEET_WRITER, {"lock": args["fleet_lock"], "files": args["fleet_files"]}, task_vars)
+            except AnsibleActionFail as exc:
+                wrote = {"failed": True, "msg": str(exc)}
             if wrote.get("failed"):
-                return {**result, "failed": True, "msg": wrote.get("msg")}
-            result["fleet_written"] = wrote.get("written", [])
-            fleet_line = str(self.rendered("fleet_message", args["fleet_message"], task_vars))
-        if args["fail"]:
-            result["failed"] = True
-        result["msg"] = outcome_message(args["table"], fleet_line, args["failure"] if args["fail"] else None)
+                problems.append(str(wrote.get("msg")))
+            else:
+                result["fleet_written"] = wrote.get("written", [])
+                fleet_line = str(self.rendered("fleet_message", args["fleet_message"], task_vars))
+        failures = ([args["failure"]] if args["fail"] else []) + problems
+        result["failed"] = bool(failures)
+        result["msg"] = outcome_message(args["table"], fleet_line, "\n".join(failures) or None)
         # shown as a debug task's message is, without -v
         result["_ansible_verbose_always"] = True
         return result

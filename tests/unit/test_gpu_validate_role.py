@@ -308,6 +308,19 @@ def test_a_healthy_gpu_node_passes_every_check_and_the_report_is_stable(node):
     assert report_again == report
 
 
+def test_a_report_that_cannot_be_written_fails_the_node_after_its_table_and_the_fleet_report(node):
+    """The node's report directory cannot be made (a file stands where it goes): the last task fails naming it, after
+    the table, and the fleet report, which holds the batch's other nodes, is written all the same."""
+    (node / "not-a-dir").write_text("a file\n")
+    result, report = run(node, "good", True, gpu_validate_report_dir=str(node / "not-a-dir" / "report"))
+    assert result.returncode != 0 and report is None
+    output = result.stdout + result.stderr
+    assert "writing the doctor's report on the node failed" in output, output
+    assert "localhost: OK - 24 checks" in output  # the table, all checks ok: only the write failed
+    fleet = json.loads((node / "gpu-fleet-report.json").read_text())
+    assert fleet["summary"]["nodes"]["ok"] == 1, fleet["summary"]
+
+
 def test_a_prefix_pin_matches_the_loaded_full_version(node):
     result, report = run(node, "good", True, gpu_validate_driver_version="580.95")
     assert result.returncode == 0, result.stdout + result.stderr
