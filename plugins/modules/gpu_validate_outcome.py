@@ -18,8 +18,8 @@ description:
     Never in check mode.
   - Shows O(table) (the node's rows) as the task's message, as a C(debug) task would; where O(fail) is true, adds
     O(failure) and fails the node, after its reports are written.
-  - O(fleet_files) and O(fleet_message) name variables (not their values): they are rendered only where the fleet
-    report is written, under its lock.
+  - O(fleet_files) and O(fleet_message) name variables (not their values), rendered only where the fleet report is
+    written, under its lock.
   - A write that fails (the node's report, the fleet report) fails the task, its message after the table; the fleet
     report is written even where the node's own report could not be.
 version_added: "1.0.0"
