@@ -32,11 +32,10 @@ from pathlib import Path
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.utils.vars import merge_hash
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.actions import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 MODULE = f"{COLLECTION}.gpu_node_facts"
-CHECKER = f"{COLLECTION}.role_variables"
 # The task's arguments that belong to the variable check (role_variables), not to the module.
 CHECK_ARGS = ("spec", "checks", "entry_point")
 SHARED_VARS = Path(__file__).resolve().parents[2] / "roles" / "gpu_node_facts" / "vars" / "main.yml"
@@ -98,21 +97,6 @@ def needs_minimal_facts(task_vars: dict) -> bool:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-
-    def check_variables(self, task_vars: dict) -> dict | None:
-        """The role_variables action's result for this task's ``spec`` and ``checks``; None where it names no spec."""
-        if not self._task.args.get("spec"):
-            return None
-        checker = self._shared_loader_obj.action_loader.get(
-            CHECKER,
-            task=self._task,
-            connection=self._connection,
-            play_context=self._play_context,
-            loader=self._loader,
-            templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj,
-        )
-        return checker.run(task_vars=task_vars)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}

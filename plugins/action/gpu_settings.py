@@ -22,11 +22,10 @@ from __future__ import annotations
 
 from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.module_utils.nvidia.settings import declared
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.actions import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 MODULE = f"{COLLECTION}.gpu_settings"
-CHECKER = f"{COLLECTION}.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
 # The module's parameters that name the files a declaration leaves on the node.
 FILE_ARGS = ("unit_path", "record_path", "modprobe_path")
@@ -55,21 +54,6 @@ def unchanged(diff: bool) -> dict:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-
-    def check_variables(self, task_vars: dict) -> dict | None:
-        """The role_variables action's result for this task's ``spec`` and ``checks``; None where it names no spec."""
-        if not self._task.args.get("spec"):
-            return None
-        checker = self._shared_loader_obj.action_loader.get(
-            CHECKER,
-            task=self._task,
-            connection=self._connection,
-            play_context=self._play_context,
-            loader=self._loader,
-            templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj,
-        )
-        return checker.run(task_vars=task_vars)
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}

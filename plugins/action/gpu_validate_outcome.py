@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.gpunode.provisioning.plugins.modules.gpu_validate_outcome import ARGUMENT_SPEC
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.actions import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
 
 FLEET_WRITER = f"{COLLECTION}.fleet_report_write"
 # The node's report files' owner and modes (the file and copy tasks that wrote them before gave them these).
@@ -51,21 +51,6 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail(f"gpu_validate_outcome: {option} names {name!r}, which is not a defined variable")
         return self._templar.copy_with_new_env(available_variables=task_vars).template(task_vars[name])
 
-    def action(self, name: str, args: dict, task_vars: dict) -> dict:
-        """Another action plugin run on this task's connection with ``args``, as a task of its own would."""
-        task = self._task.copy(exclude_tasks=True)
-        task.args = args
-        plugin = self._shared_loader_obj.action_loader.get(
-            name,
-            task=task,
-            connection=self._connection,
-            play_context=self._play_context,
-            loader=self._loader,
-            templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj,
-        )
-        return plugin.run(task_vars=task_vars)
-
     def write_node_files(self, args: dict, task_vars: dict) -> tuple[list[dict], dict | None]:
         """The report directory and files on the node: (the results, the first failed one or None)."""
         if not args["report_dir"]:
@@ -81,10 +66,10 @@ class ActionModule(ActionBase):
         if done[-1].get("failed"):
             return done, done[-1]
         for item in files:
-            one = self.action(
+            one = self.run_action(
                 "ansible.legacy.copy",
-                {"content": item["content"], "dest": item["path"], "mode": FILE_MODE, **OWNER},
                 task_vars,
+                args={"content": item["content"], "dest": item["path"], "mode": FILE_MODE, **OWNER},
             )
             done.append({**one, "dest": item["path"]})
             if one.get("failed"):
@@ -113,7 +98,9 @@ class ActionModule(ActionBase):
                 if not args[name]:
                     raise AnsibleActionFail(f"gpu_validate_outcome: fleet needs {name}")
             try:
-                wrote = self.action(FLEET_WRITER, {"lock": args["fleet_lock"], "files": args["fleet_files"]}, task_vars)
+                wrote = self.run_action(
+                    FLEET_WRITER, task_vars, args={"lock": args["fleet_lock"], "files": args["fleet_files"]}
+                )
             except AnsibleActionFail as exc:
                 wrote = {"failed": True, "msg": str(exc)}
             if wrote.get("failed"):

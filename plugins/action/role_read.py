@@ -81,10 +81,9 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import probes as _probes
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION, NODE_FILES_MODULE
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils.payload_cache import ActionBase
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.actions import ActionBase
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import NODE_FILES_MODULE
 
-CHECKER = f"{COLLECTION}.role_variables"
 CHECK_ARGS = ("spec", "checks", "entry_point")
 # The command reads the action runs through the connection itself (direct_command), and the arguments they may give.
 COMMAND_MODULES = _probes.builtin_names("command")
@@ -221,38 +220,11 @@ def loop_result(results: list[dict]) -> dict:
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
-    def check_variables(self, task_vars: dict) -> dict | None:
-        if not self._task.args.get("spec"):
-            return None
-        checker = self._shared_loader_obj.action_loader.get(
-            CHECKER,
-            task=self._task,
-            connection=self._connection,
-            play_context=self._play_context,
-            loader=self._loader,
-            templar=self._templar,
-            shared_loader_obj=self._shared_loader_obj,
-        )
-        return checker.run(task_vars=task_vars)
-
     def run_one(self, read: Mapping, args: dict, task_vars: dict) -> dict:
         """One module (or action) run, in check mode where the read is a probe."""
         probe = bool(read.get("check_mode", False))
         if read.get("action"):
-            task = self._task.copy(exclude_tasks=True)
-            task.args = args
-            task.check_mode = probe
-            task.diff = False
-            plugin = self._shared_loader_obj.action_loader.get(
-                read["action"],
-                task=task,
-                connection=self._connection,
-                play_context=self._play_context,
-                loader=self._loader,
-                templar=self._templar,
-                shared_loader_obj=self._shared_loader_obj,
-            )
-            return plugin.run(task_vars=task_vars)
+            return self.run_action(read["action"], task_vars, args=args, check_mode=probe, diff=False)
         mode = self._task.check_mode
         self._task.check_mode = probe  # _execute_module passes the task's check mode to the module
         try:
