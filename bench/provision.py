@@ -29,7 +29,10 @@ the end unless --keep.
 Next to the controller CPU each run records the CPU of the node containers themselves (their
 cgroup's cpuacct/cpu.stat; nested containers the doctor starts are not in it on a cgroup v1 host),
 their memory after the run (cgroup, counted as `docker stats` counts it) and the 1-minute load
-average before and after it.
+average before and after it. Before the first run and after the last the benchmark also times a
+fixed piece of pure-Python work on the controller (the yardstick: the best of five, in CPU
+seconds): a quiet machine is not always a fast one, and CPU seconds measured at different
+yardsticks are not comparable (bench/README.md).
 
 Prints a table, the no-op runs as a Markdown table (bench/README.md, "Fleet scale"), and writes the
 results as JSON to bench/results/<timestamp>.json.
@@ -690,6 +693,24 @@ def render_markdown(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+# The yardstick's work: a loop of integer arithmetic, about 0.1 CPU s on the build machine. The best of YARDSTICK_ROUNDS
+# runs: interference only makes a run slower, so the best one is the machine's speed.
+YARDSTICK_LOOPS = 2_000_000
+YARDSTICK_ROUNDS = 5
+
+
+def yardstick(loops: int = YARDSTICK_LOOPS, rounds: int = YARDSTICK_ROUNDS) -> float:
+    """The controller's speed now: the CPU seconds of a fixed pure-Python loop, the best of ``rounds`` runs."""
+    best = float("inf")
+    for _round in range(rounds):
+        started = time.process_time()
+        total = 0
+        for number in range(loops):
+            total += number * number % 7
+        best = min(best, time.process_time() - started)
+    return round(best, 4)
+
+
 def versions() -> dict[str, str]:
     out = subprocess.run([ansible_playbook(), "--version"], capture_output=True, text=True, check=False).stdout
     docker = subprocess.run(
@@ -729,6 +750,7 @@ def results_document(
     runs: list[Run],
     targets: list[Target],
     seed: Run | None = None,
+    yardsticks: dict[str, float] | None = None,
 ) -> dict:
     """The JSON written to bench/results/<timestamp>.json."""
     return {
@@ -739,6 +761,8 @@ def results_document(
         "forks": args.forks,
         "versions": versions(),
         "load_average_before": [round(x, 2) for x in load_before],
+        # the controller's speed before the first run and after the last (yardstick(): CPU s, smaller is faster)
+        "yardstick_cpu_s": yardsticks or {},
         "seed_converge": None if seed is None else run_record(seed),
         "runs": [run_record(r) for r in runs],
         "targets": [asdict(t) for t in targets],
@@ -768,6 +792,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERROR: {CONVERGED_IMAGE} is missing: run with --converged --keep first.", file=sys.stderr)
         return 2
     load_before = os.getloadavg()
+    yardsticks = {"before": yardstick()}
     runs: list[Run] = []
     seed: Run | None = None
     path = results_dir / f"{stamp}.json"
@@ -779,7 +804,8 @@ def main(argv: list[str] | None = None) -> int:
                 count, pipelining, args, results_dir, stamp, last=index == len(scenarios) - 1, strategies=strategies
             )
             # after every node count, so that an interrupted benchmark keeps what it measured
-            path.write_text(json.dumps(results_document(args, stamp, load_before, runs, [], seed), indent=2) + "\n")
+            document = results_document(args, stamp, load_before, runs, [], seed, yardsticks)
+            path.write_text(json.dumps(document, indent=2) + "\n")
     finally:
         if args.converged and not args.keep:
             docker("image", "rm", CONVERGED_IMAGE)
@@ -789,11 +815,16 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(render_markdown(runs))
     load_after = os.getloadavg()
+    yardsticks["after"] = yardstick()
     print(
         f"\nload average (1/5/15 min) before: {' '.join(f'{x:.2f}' for x in load_before)}, "
         f"after: {' '.join(f'{x:.2f}' for x in load_after)} on {os.cpu_count()} CPUs"
     )
-    document = results_document(args, stamp, load_before, runs, targets, seed)
+    print(
+        f"yardstick (CPU s of a fixed Python loop, smaller is faster): before {yardsticks['before']:.3f}, "
+        f"after {yardsticks['after']:.3f}"
+    )
+    document = results_document(args, stamp, load_before, runs, targets, seed, yardsticks)
     path.write_text(json.dumps(document, indent=2) + "\n")
     print(f"\nresults: {path}")
     return 0 if runs and all(r.rc == 0 for r in runs) else 1

@@ -345,6 +345,17 @@ def test_results_document_records_the_mode_the_seed_and_per_node_figures(monkeyp
     record = document["runs"][0]
     assert (record["cpu_s_per_node"], record["node_cpu_s_per_node"], record["mem_mib_per_node"]) == (7.5, 5.0, 150.0)
     assert provision.results_document(provision.parse_args([]), "T", (0, 0, 0), [], [], None)["mode"] == "fresh"
+    yardsticks = {"before": 0.11, "after": 0.12}
+    document = provision.results_document(args, "T", (1.0, 2.0, 3.0), runs, [], seed, yardsticks)
+    assert document["yardstick_cpu_s"] == yardsticks
+
+
+def test_the_yardstick_is_the_best_of_its_rounds_and_grows_with_its_work(monkeypatch):
+    # a machine's speed: interference only slows a round down, so the fastest round is the figure
+    assert provision.yardstick(loops=0, rounds=1) < provision.yardstick(loops=200_000, rounds=1)
+    clock = iter([0.0, 3.0, 10.0, 11.0, 20.0, 25.0])
+    monkeypatch.setattr(provision.time, "process_time", lambda: next(clock))
+    assert provision.yardstick(loops=1, rounds=3) == 1.0
 
 
 def test_converged_scenario_starts_nodes_once_and_times_each_strategys_noop_on_them(tmp_path, monkeypatch):
