@@ -1,14 +1,15 @@
 # Copyright: gpu-node-provisioning contributors
 # Apache License 2.0 (see LICENSE)
 """Loads a play's connection, shell and become plugins in the controller's main process, before its workers fork
-(Ansible does so for its own; a collection's were loaded by each worker)."""
+(Ansible does so for its own; a collection's were loaded by each worker), and installs the compiled-template cache
+there (plugins/plugin_utils/template_cache.py)."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: plugin_warmup
 type: aggregate
-short_description: Load the play's connection, shell and become plugins once, before Ansible forks its workers
+short_description: Load the play's plugins and keep compiled templates, before Ansible forks its workers
 description:
   - Ansible runs every task of every host in a worker process forked from its main process. A configurable plugin's
     first load parses its documentation (its option definitions). Ansible does that in the main process, at start, for
@@ -21,6 +22,11 @@ description:
     so that every worker forked after it inherits them as it inherits Ansible's own. It changes nothing else and never
     fails a run; a name it cannot resolve is left to the worker, which reports it as it always did.
   - Under the C(gpunode_mitogen) strategy the workers use mitogen's own connections instead, so it saves nothing there.
+  - When it is loaded (in the controller's main process, before any play) it also installs the compiled-template
+    cache of this collection (plugins/plugin_utils/template_cache.py), so that a template a task compiled is not
+    compiled again by the next task's worker nor by the next run. C(GPUNODE_TEMPLATE_CACHE=off) turns that off;
+    C(GPUNODE_TEMPLATE_CACHE) can also name its directory (default C(<ANSIBLE_HOME>/gpunode/templates)). Only with
+    ansible-core 2.19, whose templating it wraps.
   - Enabled in this project's ansible.cfg (C(callbacks_enabled)).
 requirements:
   - enabled in C(callbacks_enabled)
@@ -29,6 +35,7 @@ requirements:
 from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import become_loader, connection_loader, shell_loader
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import template_cache
 
 
 def _plain(value) -> str:
@@ -45,6 +52,11 @@ class CallbackModule(CallbackBase):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.loaded: list[str] = []
+        try:
+            self.template_cache = template_cache.install()
+        except Exception as ex:  # an optimisation: never the reason a run fails
+            self.template_cache = False
+            self._display.vvvv(f"plugin_warmup: no template cache: {ex}")
 
     def v2_playbook_on_play_start(self, play):
         try:

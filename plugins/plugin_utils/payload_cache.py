@@ -69,14 +69,20 @@ class Slot(NamedTuple):
     entry: Path
 
 
-def cache_dir() -> Path | None:
-    """The cache directory, or None where it is turned off."""
-    value = os.environ.get(ENV, "").strip()
+def controller_cache_dir(env: str, name: str) -> Path | None:
+    """A controller cache's directory: the one the environment variable ``env`` names, None where it says off, else
+    ``<ANSIBLE_HOME>/gpunode/<name>``."""
+    value = os.environ.get(env, "").strip()
     if value.lower() in OFF:
         return None
     if value:
         return Path(value).expanduser()
-    return Path(getattr(C, "ANSIBLE_HOME", "~/.ansible")).expanduser() / "gpunode" / "payloads"
+    return Path(getattr(C, "ANSIBLE_HOME", "~/.ansible")).expanduser() / "gpunode" / name
+
+
+def cache_dir() -> Path | None:
+    """The cache directory, or None where it is turned off."""
+    return controller_cache_dir(ENV, "payloads")
 
 
 def private_dir(path: Path, create: bool) -> bool:
@@ -199,7 +205,7 @@ def _read_entry(entry: Path, slot: Slot) -> bytes | None:
     return payload
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -219,7 +225,7 @@ def restore(slot: Slot) -> bool:
         return False
     run_dir = Path(slot.run_file).parent
     run_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomic(Path(slot.run_file), payload)
+    write_atomic(Path(slot.run_file), payload)
     display.vvvv(f"payload cache: {slot.fqn} restored from {slot.entry}.payload")
     return True
 
@@ -240,8 +246,8 @@ def store(slot: Slot) -> bool:
         "payload_sha256": hashlib.sha256(payload).hexdigest(),
         "sources": digests,
     }
-    _write_atomic(slot.entry.with_suffix(".payload"), payload)
-    _write_atomic(slot.entry.with_suffix(".json"), json.dumps(meta, indent=1, sort_keys=True).encode())
+    write_atomic(slot.entry.with_suffix(".payload"), payload)
+    write_atomic(slot.entry.with_suffix(".json"), json.dumps(meta, indent=1, sort_keys=True).encode())
     display.vvvv(f"payload cache: {slot.fqn} stored in {slot.entry}.payload")
     return True
 
