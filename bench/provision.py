@@ -192,6 +192,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--results-dir", default=str(BENCH / "results"), help="where the JSON and the logs go (default: bench/results)"
     )
     parser.add_argument(
+        "--template-cache",
+        default="warm",
+        choices=TEMPLATE_CACHE_MODES,
+        help="the compiled-template cache of the timed runs (plugins/plugin_utils/template_cache.py): warm, the "
+        "controller's own (what the runs before left there; a re-run from the same controller); cold, an empty one "
+        "for each run (an AWX job in a fresh execution environment); off (default: warm)",
+    )
+    parser.add_argument(
         "--converged",
         action="store_true",
         help=f"converge one seed node once, commit it to {CONVERGED_IMAGE} and time only the no-op re-run on "
@@ -262,6 +270,20 @@ def project_callbacks() -> list[str]:
     return [
         name.strip() for name in parser.get("defaults", "callbacks_enabled", fallback="").split(",") if name.strip()
     ]
+
+
+# The compiled-template cache's modes (--template-cache) and the variable that sets it for a run.
+TEMPLATE_CACHE_MODES = ("warm", "cold", "off")
+TEMPLATE_CACHE_ENV = "GPUNODE_TEMPLATE_CACHE"
+
+
+def template_cache_env(mode: str, directory: Path) -> dict[str, str]:
+    """The environment of a timed run for the template cache ``mode``: cold runs get ``directory`` (empty)."""
+    if mode == "off":
+        return {TEMPLATE_CACHE_ENV: "off"}
+    if mode == "cold":
+        return {TEMPLATE_CACHE_ENV: str(directory)}
+    return {}
 
 
 def ansible_env(pipelining: bool, forks: int, stats_file: Path, strategy: str = "linear") -> dict[str, str]:
@@ -406,11 +428,15 @@ def timed_run(
     stats = logs / f"{stamp}-{tag}.stats.json"
     log = logs / f"{stamp}-{tag}.log"
     names = names if names is not None else node_names(count)
+    env = ansible_env(pipelining, args.forks, stats, strategy)
+    cold = Path(tempfile.mkdtemp(prefix="gpunode-templates-"))
+    env.update(template_cache_env(getattr(args, "template_cache", "warm"), cold / "cache"))
     load_before = os.getloadavg()[0]
     node_cpu_before = nodes_cpu_s(names)
-    rc, wall, cpu, peak = run_playbook_measured(
-        ["-i", str(inventory), args.playbook], ansible_env(pipelining, args.forks, stats, strategy), log
-    )
+    try:
+        rc, wall, cpu, peak = run_playbook_measured(["-i", str(inventory), args.playbook], env, log)
+    finally:
+        shutil.rmtree(cold, ignore_errors=True)
     node_cpu_after = nodes_cpu_s(names)
     load_after = os.getloadavg()[0]
     mem = nodes_mem_mib(names)
@@ -759,6 +785,7 @@ def results_document(
         "image": args.image,
         "mode": "converged" if getattr(args, "converged", False) else "fresh",
         "forks": args.forks,
+        "template_cache": getattr(args, "template_cache", "warm"),
         "versions": versions(),
         "load_average_before": [round(x, 2) for x in load_before],
         # the controller's speed before the first run and after the last (yardstick(): CPU s, smaller is faster)

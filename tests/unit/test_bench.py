@@ -345,9 +345,23 @@ def test_results_document_records_the_mode_the_seed_and_per_node_figures(monkeyp
     record = document["runs"][0]
     assert (record["cpu_s_per_node"], record["node_cpu_s_per_node"], record["mem_mib_per_node"]) == (7.5, 5.0, 150.0)
     assert provision.results_document(provision.parse_args([]), "T", (0, 0, 0), [], [], None)["mode"] == "fresh"
+    assert document["template_cache"] == "warm"
     yardsticks = {"before": 0.11, "after": 0.12}
     document = provision.results_document(args, "T", (1.0, 2.0, 3.0), runs, [], seed, yardsticks)
     assert document["yardstick_cpu_s"] == yardsticks
+
+
+def test_the_template_cache_of_the_timed_runs_is_the_controllers_an_empty_one_or_none(tmp_path):
+    assert provision.parse_args([]).template_cache == "warm"
+    assert provision.template_cache_env("warm", tmp_path) == {}
+    assert provision.template_cache_env("cold", tmp_path / "c") == {"GPUNODE_TEMPLATE_CACHE": str(tmp_path / "c")}
+    assert provision.template_cache_env("off", tmp_path) == {"GPUNODE_TEMPLATE_CACHE": "off"}
+    # the variable is the cache's own
+    from ansible_collections.gpunode.provisioning.plugins.plugin_utils import template_cache
+
+    assert provision.TEMPLATE_CACHE_ENV == template_cache.ENV
+    with pytest.raises(SystemExit):
+        provision.parse_args(["--template-cache", "lukewarm"])
 
 
 def test_the_yardstick_is_the_best_of_its_rounds_and_grows_with_its_work(monkeypatch):
