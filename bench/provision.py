@@ -277,13 +277,15 @@ TEMPLATE_CACHE_MODES = ("warm", "cold", "off")
 TEMPLATE_CACHE_ENV = "GPUNODE_TEMPLATE_CACHE"
 
 
-def template_cache_env(mode: str, directory: Path) -> dict[str, str]:
-    """The environment of a timed run for the template cache ``mode``: cold runs get ``directory`` (empty)."""
+def template_cache_env(mode: str, directory: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a timed run with the template cache ``mode``: cold runs get ``directory`` (empty), warm ones the
+    controller's own (whatever the shell's environment said)."""
+    env = {name: value for name, value in env.items() if name != TEMPLATE_CACHE_ENV}
     if mode == "off":
-        return {TEMPLATE_CACHE_ENV: "off"}
-    if mode == "cold":
-        return {TEMPLATE_CACHE_ENV: str(directory)}
-    return {}
+        env[TEMPLATE_CACHE_ENV] = "off"
+    elif mode == "cold":
+        env[TEMPLATE_CACHE_ENV] = str(directory)
+    return env
 
 
 def ansible_env(pipelining: bool, forks: int, stats_file: Path, strategy: str = "linear") -> dict[str, str]:
@@ -430,7 +432,7 @@ def timed_run(
     names = names if names is not None else node_names(count)
     env = ansible_env(pipelining, args.forks, stats, strategy)
     cold = Path(tempfile.mkdtemp(prefix="gpunode-templates-"))
-    env.update(template_cache_env(getattr(args, "template_cache", "warm"), cold / "cache"))
+    env = template_cache_env(getattr(args, "template_cache", "warm"), cold / "cache", env)
     load_before = os.getloadavg()[0]
     node_cpu_before = nodes_cpu_s(names)
     try:

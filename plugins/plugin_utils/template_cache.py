@@ -13,7 +13,8 @@ templates, a fifth of the run's controller CPU (bench/README.md).
 
 - the template's text, the name and file name it is compiled under, ``defer_init``;
 - the environment's syntax and whitespace settings (delimiters, line prefixes, trim/lstrip blocks, newlines), its
-  extensions, ``optimized``, ``is_async``, its class, and Ansible's compile context (``escape_backslashes``) and
+  extensions in order, ``optimized``, ``is_async``, ``autoescape``, its ``finalize`` (which function, what it is
+  passed first), its class, and Ansible's compile context (``escape_backslashes``) and
   embedded-template setting (``ALLOW_EMBEDDED_TEMPLATES``: ``AnsibleCodeGenerator.visit_Const`` reads it);
 - ansible-core's, Jinja's and Python's versions (the bytecode's format).
 
@@ -28,7 +29,8 @@ code can change without changing the compiled template.
 Kept in memory for the process and its forked workers, and on disk: ``$GPUNODE_TEMPLATE_CACHE``, else
 ``<ANSIBLE_HOME>/gpunode/templates`` (~/.ansible/gpunode/templates); ``GPUNODE_TEMPLATE_CACHE=off`` turns it off. The
 directory is made with mode 0700 and used only while it belongs to this user and nobody else may write to it (its
-files are code that the controller runs), as the payload cache's (plugins/plugin_utils/payload_cache.py). Each file is
+files are code that the controller runs), as the payload cache's (plugins/plugin_utils/payload_cache.py). A template
+from a vault-encrypted file is kept in memory only (its compiled code holds its text). Each file is
 written atomically; a file that cannot be read, or read back, is compiled again. A template that does not compile is
 not kept: the original compilation runs and raises its error. Anything unexpected leaves the original compilation to
 run, as without the cache. Only under ansible-core 2.19 (``SERIES``), the version whose internals it wraps; templates
@@ -80,9 +82,14 @@ def _versions() -> tuple:
     return (FORMAT, ansible.__version__, jinja2.__version__, sys.implementation.cache_tag, sys.version_info[:3])
 
 
+def _qualified(func) -> str | None:
+    return None if func is None else f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', repr(func))}"
+
+
 def environment_settings(env) -> tuple:
     """What of the environment a template's compilation reads, besides its filters and tests."""
     from ansible._internal._templating import _jinja_bits
+    from jinja2.utils import _PassArg
 
     context = _jinja_bits._TemplateCompileContext.current(optional=True)
     return (
@@ -101,7 +108,10 @@ def environment_settings(env) -> tuple:
         env.keep_trailing_newline,
         env.optimized,
         env.is_async,
-        tuple(sorted(env.extensions)),
+        repr(env.autoescape),
+        _qualified(env.finalize),
+        getattr(_PassArg.from_obj(env.finalize), "name", None) if env.finalize else None,
+        tuple(env.extensions),
         getattr(context, "escape_backslashes", None),
         bool(_jinja_bits._TemplateConfig.allow_embedded_templates),
     )
@@ -162,10 +172,10 @@ class Cache:
             self.memory[key] = entry
         return entry
 
-    def store(self, key: str, lookups: tuple, code) -> None:
+    def store(self, key: str, lookups: tuple, code, disk: bool = True) -> None:
         entry = (lookups, code)
         self.memory[key] = entry
-        if self.directory is not None:
+        if self.directory is not None and disk:
             try:
                 write_atomic(self.directory / key, marshal.dumps(entry))
             except (OSError, ValueError) as ex:
@@ -176,21 +186,24 @@ def compile_cached(cache: Cache, original, env, source, name=None, filename=None
     """Jinja's compile of ``source`` by ``env``, from the cache where it holds it."""
     if raw or not isinstance(source, str) or env._debuggable_template_source:
         return original(env, source, name, filename, raw, defer_init)
+    key = code = tree = None
     try:
         key = key_of(env, source, name, filename, defer_init)
         entry = cache.load(key)
         if entry is not None and lookups_hold(env, entry[0]):
             return entry[1]
         tree = env._parse(source, name, filename)
-    except Exception as ex:  # the cache never decides a run: the original compile runs
-        display.vvvv(f"template cache: not used: {ex}")
-        return original(env, source, name, filename, raw, defer_init)
-    try:
         code = original(env, tree, name, filename, raw, defer_init)
-    except Exception:  # compiled again from its text: its error names the template as before
+    except Exception:  # the cache never decides a run: Jinja's own compile below, its error raised as it raises it
+        code = None
+    if code is None:
         return original(env, source, name, filename, raw, defer_init)
     try:
-        cache.store(key, plugin_lookups(env, tree), code)
+        from ansible._internal._datatag._tags import SourceWasEncrypted, VaultedValue
+
+        # the text of a template from a vault-encrypted file stays in memory, as Ansible keeps it
+        secret = SourceWasEncrypted.is_tagged_on(source) or VaultedValue.is_tagged_on(source)
+        cache.store(key, plugin_lookups(env, tree), code, disk=not secret)
     except Exception as ex:  # as above
         display.vvvv(f"template cache: {key} not kept: {ex}")
     return code
@@ -200,7 +213,8 @@ def prune(directory: Path, most: int | None = None) -> int:
     """Empties ``directory`` where it holds more than ``most`` entries (MAX_ENTRIES); the number removed."""
     most = MAX_ENTRIES if most is None else most
     try:
-        names = [entry.name for entry in os.scandir(directory) if entry.is_file(follow_symlinks=False)]
+        with os.scandir(directory) as found:
+            names = [entry.name for entry in found if entry.is_file(follow_symlinks=False)]
     except OSError:
         return 0
     if len(names) <= most:

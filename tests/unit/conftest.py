@@ -197,6 +197,8 @@ def module_payloads_compiled_once(tmp_path_factory):
         patch.setenv("PYTHONPATH", env["PYTHONPATH"])
         patch.setenv(payload_cache.VARIABLE, env[payload_cache.VARIABLE])
         patch.setenv("GPUNODE_BYTECODE_CACHE", str(tmp_path_factory.getbasetemp() / "bytecode-cache"))
+        # the compiled-template cache (plugins/plugin_utils/template_cache.py) of the session, not the user's
+        patch.setenv("GPUNODE_TEMPLATE_CACHE", str(tmp_path_factory.getbasetemp() / "template-cache"))
         yield
 
 

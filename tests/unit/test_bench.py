@@ -353,9 +353,11 @@ def test_results_document_records_the_mode_the_seed_and_per_node_figures(monkeyp
 
 def test_the_template_cache_of_the_timed_runs_is_the_controllers_an_empty_one_or_none(tmp_path):
     assert provision.parse_args([]).template_cache == "warm"
-    assert provision.template_cache_env("warm", tmp_path) == {}
-    assert provision.template_cache_env("cold", tmp_path / "c") == {"GPUNODE_TEMPLATE_CACHE": str(tmp_path / "c")}
-    assert provision.template_cache_env("off", tmp_path) == {"GPUNODE_TEMPLATE_CACHE": "off"}
+    shell = {"PATH": "/bin", "GPUNODE_TEMPLATE_CACHE": "off"}
+    assert provision.template_cache_env("warm", tmp_path, shell) == {"PATH": "/bin"}
+    cold = provision.template_cache_env("cold", tmp_path / "c", shell)
+    assert cold == {"PATH": "/bin", "GPUNODE_TEMPLATE_CACHE": str(tmp_path / "c")}
+    assert provision.template_cache_env("off", tmp_path, {})["GPUNODE_TEMPLATE_CACHE"] == "off"
     # the variable is the cache's own
     from ansible_collections.gpunode.provisioning.plugins.plugin_utils import template_cache
 

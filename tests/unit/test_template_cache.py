@@ -48,7 +48,11 @@ def render(template: str):
     try:
         return ("ok", templar.template(trust_as_template(template)))
     except AnsibleError as ex:
-        return ("error", type(ex).__name__, str(ex).splitlines()[0])
+        chain, seen = [], ex
+        while seen is not None:  # what Ansible shows: the error, its causes and the exceptions it happened during
+            chain.append((type(seen).__name__, str(seen)))
+            seen = seen.__cause__ or seen.__context__
+        return ("error", chain)
 
 
 @pytest.fixture
@@ -77,11 +81,21 @@ def test_a_template_renders_the_same_compiled_afresh_from_memory_and_from_disk(i
     finally:
         AnsibleEnvironment.compile = wrapped
     assert entries(installed) == []
-    assert [render(template) for template in TEMPLATES] == expected  # compiled, kept
-    assert len(entries(installed)) >= len(TEMPLATES)
-    assert [render(template) for template in TEMPLATES] == expected  # from memory
-    cache_of().memory.clear()  # a new worker or a new run: from the files
-    assert [render(template) for template in TEMPLATES] == expected
+    stored = []
+    store = template_cache.Cache.store
+    template_cache.Cache.store = lambda self, key, *args, **kwargs: (
+        stored.append(key) or store(self, key, *args, **kwargs)
+    )
+    try:
+        assert [render(template) for template in TEMPLATES] == expected  # compiled, kept
+        assert len(entries(installed)) >= len(TEMPLATES) and len(stored) >= len(TEMPLATES)
+        stored.clear()
+        assert [render(template) for template in TEMPLATES] == expected  # from memory
+        cache_of().memory.clear()  # a new worker or a new run: from the files
+        assert [render(template) for template in TEMPLATES] == expected
+        assert stored == []  # nothing compiled again
+    finally:
+        template_cache.Cache.store = store
     assert all(kind == "ok" for kind, *_rest in expected), expected
 
 
@@ -112,8 +126,13 @@ def test_a_filter_that_is_gone_compiles_again_and_fails_as_without_the_cache(ins
     cache = template_cache.Cache(installed)
     key = template_cache.key_of(env, source, None, None, False)
     cache.store(key, ((True, "gpunode_no_such_filter", None),), compile("'kept'", "<test>", "eval"))
-    with pytest.raises(Exception, match="gpunode_no_such_filter"):
+    with pytest.raises(Exception, match="gpunode_no_such_filter") as cached:
         template_cache.compile_cached(cache, AnsibleEnvironment.compile.__wrapped__, env, source)
+    with pytest.raises(Exception, match="gpunode_no_such_filter") as fresh:
+        AnsibleEnvironment.compile.__wrapped__(env, source)
+    # raised as Jinja raises it: no exception of the cache's own behind it
+    assert (type(cached.value), str(cached.value)) == (type(fresh.value), str(fresh.value))
+    assert cached.value.__context__ is None and cached.value.__cause__ is fresh.value.__cause__ is None
 
 
 def test_the_key_follows_what_the_compilation_reads(installed):
@@ -125,13 +144,26 @@ def test_the_key_follows_what_the_compilation_reads(installed):
     assert template_cache.key_of(env, source, "name", None, False) != key
     assert template_cache.key_of(env, source, None, None, True) != key
     with _jinja_bits._TemplateCompileContext(escape_backslashes=False):
-        assert template_cache.key_of(env, source, None, None, False) != key
+        unescaped = template_cache.key_of(env, source, None, None, False)
+    with _jinja_bits._TemplateCompileContext(escape_backslashes=True):
+        assert template_cache.key_of(env, source, None, None, False) not in (key, unescaped)
     other = AnsibleEnvironment()
     other.trim_blocks = False
     assert template_cache.key_of(other, source, None, None, False) != key
     other = AnsibleEnvironment()
     other.variable_start_string = "[["
     assert template_cache.key_of(other, source, None, None, False) != key
+
+
+def test_a_template_from_a_vault_encrypted_file_is_kept_in_memory_only(installed):
+    from ansible._internal._datatag._tags import SourceWasEncrypted
+
+    env = AnsibleEnvironment()
+    source = SourceWasEncrypted().tag("secret {{ name }}")
+    cache = template_cache.Cache(installed)
+    code = template_cache.compile_cached(cache, AnsibleEnvironment.compile.__wrapped__, env, source)
+    assert entries(installed) == [] and template_cache.key_of(env, source, None, None, False) in cache.memory
+    assert template_cache.compile_cached(cache, AnsibleEnvironment.compile.__wrapped__, env, source) is code
 
 
 def test_a_broken_entry_is_compiled_again_and_replaced(installed):
@@ -143,8 +175,8 @@ def test_a_broken_entry_is_compiled_again_and_replaced(installed):
     assert entry.read_bytes() != b"not marshal data"
 
 
-def test_a_template_that_does_not_compile_fails_as_without_the_cache_and_is_not_kept(installed):
-    broken = "{{ name | }}"
+@pytest.mark.parametrize("broken", ["{{ name | }}", "{{ name | gpunode_no_such_filter }}"])
+def test_a_template_that_does_not_compile_fails_as_without_the_cache_and_is_not_kept(installed, broken):
     failure = render(broken)
     wrapped = AnsibleEnvironment.compile
     AnsibleEnvironment.compile = wrapped.__wrapped__
@@ -205,7 +237,13 @@ def test_ansible_playbook_keeps_the_templates_of_a_run_for_the_next_one(tmp_path
     assert "A-B True" in first.stdout
     written = {path.name: path.stat().st_mtime_ns for path in cache.iterdir()}
     assert written
+    gone = sorted(written)[0]
+    (cache / gone).unlink()
     second = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert second.returncode == 0 and "A-B True" in second.stdout
-    # nothing compiled again: the same entries, none rewritten
-    assert {path.name: path.stat().st_mtime_ns for path in cache.iterdir()} == written
+    # the cache was live: the entry taken away was compiled and written again, the others were read, not rewritten
+    again = {path.name: path.stat().st_mtime_ns for path in cache.iterdir()}
+    assert set(again) == set(written) and again[gone] != written[gone]
+    assert {name: time for name, time in again.items() if name != gone} == {
+        name: time for name, time in written.items() if name != gone
+    }
