@@ -123,18 +123,23 @@ def key_of(env, source: str, name, filename, defer_init: bool) -> str:
     return hashlib.sha256(head + b"\0" + source.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def plugin_lookups(env, tree) -> tuple:
-    """What Jinja's code generator finds for each filter and test of the parsed template: (is_filter, name, the
-    argument it is passed first, or None; "missing" where there is none)."""
-    from jinja2 import nodes
+def plugin_found(env, is_filter: bool, name: str) -> str | None:
+    """What Jinja's code generator finds for one filter or test (``_filter_test_common``): the argument it is passed
+    first, None for none, "missing" where there is no such plugin."""
     from jinja2.utils import _PassArg
+
+    func = (env.filters if is_filter else env.tests).get(name)
+    return "missing" if func is None else getattr(_PassArg.from_obj(func), "name", None)
+
+
+def plugin_lookups(env, tree) -> tuple:
+    """What the code generator finds for each filter and test of the parsed template: (is_filter, name, found)."""
+    from jinja2 import nodes
 
     found = []
     for node in tree.find_all((nodes.Filter, nodes.Test)):
         is_filter = isinstance(node, nodes.Filter)
-        func = (env.filters if is_filter else env.tests).get(node.name)
-        passed = "missing" if func is None else getattr(_PassArg.from_obj(func), "name", None)
-        entry = (is_filter, node.name, passed)
+        entry = (is_filter, node.name, plugin_found(env, is_filter, node.name))
         if entry not in found:
             found.append(entry)
     return tuple(found)
@@ -142,14 +147,7 @@ def plugin_lookups(env, tree) -> tuple:
 
 def lookups_hold(env, lookups) -> bool:
     """Whether this process finds what the entry's compilation found for its filters and tests."""
-    from jinja2.utils import _PassArg
-
-    for is_filter, name, passed in lookups:
-        func = (env.filters if is_filter else env.tests).get(name)
-        now = "missing" if func is None else getattr(_PassArg.from_obj(func), "name", None)
-        if now != passed:
-            return False
-    return True
+    return all(plugin_found(env, is_filter, name) == passed for is_filter, name, passed in lookups)
 
 
 class Cache:
