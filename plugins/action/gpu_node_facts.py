@@ -23,6 +23,13 @@ counts every task), before any role changes anything.
 The module's ``toolkit_config`` parameter has no default of its own: the role's task passes
 ``__gpu_node_facts_toolkit_config``, and a task that names none (a playbook's own, an ad-hoc run) gets that value from
 its one home, ``roles/gpu_node_facts/vars/main.yml``, read here.
+
+Then, once the facts are in, the read ahead (plugins/plugin_utils/read_ahead.py): each later role of the play with a
+``tasks/read.yml`` (nvidia_container_toolkit, fuse, security_profiles, kubelet) has its variables checked and the
+node read here, in that role's own variables, with the platform data tasks/set_vars.yml is about to load (the same
+file, found the same way); the result registered (``read_ahead``) tells each role's one task whether to read and
+change anything (issue 47: a role with nothing to change costs one task). Never the reason this task fails: a role
+the read ahead cannot decide reads for itself, in its own task.
 """
 
 from __future__ import annotations
@@ -32,13 +39,17 @@ from pathlib import Path
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.utils.vars import merge_hash
+from ansible.vars.clean import namespace_facts
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.actions import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils.read_ahead import ReadAhead
 
 MODULE = f"{COLLECTION}.gpu_node_facts"
 # The task's arguments that belong to the variable check (role_variables), not to the module.
 CHECK_ARGS = ("spec", "checks", "entry_point")
 SHARED_VARS = Path(__file__).resolve().parents[2] / "roles" / "gpu_node_facts" / "vars" / "main.yml"
+# the task file that loads the platform data (its include_vars argument says which file: the read ahead loads it too)
+SET_VARS = SHARED_VARS.parents[1] / "tasks" / "set_vars.yml"
 
 
 def module_args(args: dict, gather_minimal: bool = False) -> dict:
@@ -98,6 +109,18 @@ def needs_minimal_facts(task_vars: dict) -> bool:
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
+    def platform_data(self, task_vars: dict, facts: dict) -> dict:
+        """The platform data tasks/set_vars.yml loads next: its include_vars argument rendered with the facts."""
+        task = self._loader.load_from_file(str(SET_VARS), trusted_as_template=True)[0]
+        term = task["ansible.builtin.include_vars"]
+        known = {**(task_vars.get("ansible_facts") or {}), **namespace_facts(facts)["ansible_facts"]}
+        path = self._templar.copy_with_new_env(available_variables={**task_vars, "ansible_facts": known}).template(term)
+        return dict(self._loader.load_from_file(path, trusted_as_template=True) or {})
+
+    def read_ahead(self, task_vars: dict, facts: dict) -> dict:
+        """The read ahead of the play's later roles (plugins/plugin_utils/read_ahead.py); never a failure."""
+        return ReadAhead(self, task_vars, facts).run(platform=lambda: self.platform_data(task_vars, facts))
+
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
@@ -121,4 +144,9 @@ class ActionModule(ActionBase):
         result = merge_hash(result, node)
         if checked:
             result["checked"] = checked.get("checked", [])
+        ahead = self.read_ahead(task_vars, node.get("ansible_facts") or {})
+        warnings = ahead.pop("warnings", [])
+        result.update(ahead)
+        if warnings:
+            result["warnings"] = list(result.get("warnings") or []) + warnings
         return result

@@ -27,6 +27,10 @@ description:
     compiled again by the next task's worker nor by the next run. C(GPUNODE_TEMPLATE_CACHE=off) turns that off;
     C(GPUNODE_TEMPLATE_CACHE) can also name its directory (default C(<ANSIBLE_HOME>/gpunode/templates)). Only with
     ansible-core 2.19, whose templating it wraps.
+  - It counts, per host, the task results that report a change, and apart those that refreshed the package index
+    (apt's C(cache_updated)), for the read ahead of the roles (gpu_node_facts' task reads the later roles of the play;
+    a role whose read ahead found nothing to change runs one task, unless the host reported a change since;
+    plugins/plugin_utils/read_ahead.py). Without this callback every role reads the node in its own task.
   - Enabled in this project's ansible.cfg (C(callbacks_enabled)).
 requirements:
   - enabled in C(callbacks_enabled)
@@ -35,7 +39,7 @@ requirements:
 from ansible import constants as C
 from ansible.plugins.callback import CallbackBase
 from ansible.plugins.loader import become_loader, connection_loader, shell_loader
-from ansible_collections.gpunode.provisioning.plugins.plugin_utils import template_cache
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import read_ahead, template_cache
 
 
 def _plain(value) -> str:
@@ -57,6 +61,19 @@ class CallbackModule(CallbackBase):
         except Exception as ex:  # an optimisation: never the reason a run fails
             self.template_cache = False
             self._display.vvvv(f"plugin_warmup: no template cache: {ex}")
+        read_ahead.track()
+
+    def note(self, result) -> None:
+        """A task's result: the read ahead counts the host's changes (plugins/plugin_utils/read_ahead.py)."""
+        data = result.result
+        refreshed = isinstance(data, dict) and bool(data.get("cache_updated"))
+        read_ahead.note_result(result.host.get_name(), {"changed": result.is_changed(), "cache_updated": refreshed})
+
+    def v2_runner_on_ok(self, result):
+        self.note(result)
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self.note(result)
 
     def v2_playbook_on_play_start(self, play):
         try:

@@ -514,6 +514,22 @@ ansible_facts:
           sample: {/var/lib/gpu-node-provisioning/gpu-settings.json: false,
                    /etc/systemd/system/gpu-node-provisioning-gpu-settings.service: false,
                    /etc/modprobe.d/gpu-node-provisioning-nvidia.conf: false}
+read_ahead:
+  description:
+    - Set by the action (plugins/action/gpu_node_facts.py), not the module. The read ahead of the play's later roles
+      that have a C(tasks/read.yml) (plugins/plugin_utils/read_ahead.py), per role instance (its C(role_uuid)),
+      where it decided the role - C(role), C(changes) (whether that role's read found something to change) and
+      C(seen) (the host's changed results in this run so far).
+    - The role's one task (C(read_ahead_pending) filter) reads it from this task's registered result.
+  returned: always
+  type: dict
+  sample: {02fc0000-0001-4024-5c48-00000000008d: {role: fuse, changes: false, seen: 0}}
+read_ahead_left:
+  description:
+    - Set by the action. Each later role the read ahead could not decide, and why; that role reads for itself.
+  returned: where a role was left to itself
+  type: dict
+  sample: {kubelet: "the tags leave it out"}
 """
 
 import os

@@ -33,12 +33,17 @@ class ActionBase(_CachedBase):
         args: dict | None = None,
         check_mode: bool | None = None,
         diff: bool | None = None,
+        register: str | None = None,
+        templar=None,
     ) -> dict:
         """The action plugin ``name`` run on this task's connection: on the task itself, or where ``args``,
-        ``check_mode`` or ``diff`` are given, on a copy of the task with them."""
+        ``check_mode``, ``diff`` or ``register`` are given, on a copy of the task with them; with ``templar`` (its
+        variables: another role's, plugins/plugin_utils/read_ahead.py) instead of this task's."""
         task = self._task
-        if args is not None or check_mode is not None or diff is not None:
+        if args is not None or check_mode is not None or diff is not None or register is not None:
             task = task.copy(exclude_tasks=True)
+            if register is not None:
+                task.register = register
             if args is not None:
                 task.args = args
             if check_mode is not None:
@@ -51,7 +56,7 @@ class ActionBase(_CachedBase):
             connection=self._connection,
             play_context=self._play_context,
             loader=self._loader,
-            templar=self._templar,
+            templar=self._templar if templar is None else templar,
             shared_loader_obj=self._shared_loader_obj,
         )
         return plugin.run(task_vars=task_vars)

@@ -96,7 +96,7 @@ def test_a_missing_parser_says_how_to_get_it_or_turn_apparmor_off():
 
 
 # The two reports of the role before issue 40 (the YAML values as loaded): the unconfined FUSE pods (tasks/checks.yml)
-# and the AppArmor part's (tasks/apparmor.yml, a {% if %} program); one task reports both now (tasks/main.yml).
+# and the AppArmor part's (tasks/apparmor.yml, a {% if %} program); one task reports both now (tasks/read.yml).
 OLD_UNCONFINED = (
     "{{ inventory_hostname }}: {{ 'the kernel has no AppArmor' if __gpu_node_facts_apparmor_os | bool else "
     "ansible_facts.distribution ~ ' has no AppArmor' }}, so FUSE pods with CAP_SYS_ADMIN are NOT confined here: the "

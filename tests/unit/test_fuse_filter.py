@@ -1,5 +1,5 @@
 """plugins/filter/fuse.py: the fuse role's one read of the node decides whether its changing tasks run
-(roles/fuse/tasks/main.yml, tasks/configure.yml). The read's own script (vars/main.yml) runs here on files made in a
+(roles/fuse/tasks/read.yml, tasks/configure.yml). The read's own script (vars/main.yml) runs here on files made in a
 temporary directory, and the filter reads what it printed."""
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def _b64(text: str) -> str:
 
 
 def _reads(files: dict, present: set, dra_kubelet_dropin: str) -> list[dict]:
-    """What tasks/main.yml's role_read registers as its reads: the slurp loop, the followed stats, the link's stat."""
+    """What tasks/read.yml's role_read registers as its reads: the slurp loop, the followed stats, the link's stat."""
     transaction = list(dict.fromkeys([MAIN, DROPIN, ALPHA, ENV]))
     slurp = {
         "results": [

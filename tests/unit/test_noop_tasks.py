@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLES = ROOT / "roles"
 SITE = ROOT / "site.yml"
 # The whole no-op re-run of site.yml on a node (one play, the doctor its last task), and the doctor's share of it.
-SITE_BUDGET = 24
+SITE_BUDGET = 20
 DOCTOR_BUDGET = 3
 # Each role's no-op path (gpu_node_facts: once per play). A role with a platform file loads it first (an include_vars,
 # one task); its variable check is part of its read (plugins/action/role_read.py). Lower a number when a role gets
@@ -49,13 +49,15 @@ ROLE_BUDGETS = {
     "gpu_node_facts": 2,  # the facts (variables, distribution) and the platform data of every role on this path
     "nvidia_driver": 2,  # a node without a GPU: the check (it reports), the end of the role (GPU node: below)
     "gpu_settings": 1,  # one action checks, reads and applies (nothing declared: it reads nothing on the node)
-    # one read (variables, apt packages, config.toml probe, CDI), one include, the include_role
-    "nvidia_container_toolkit": 3,
+    # its include (read ahead by gpu_node_facts' task: variables, apt packages, config.toml probe, CDI) and the
+    # include_role
+    "nvidia_container_toolkit": 2,
     "runtime_config": 3,  # the read, containerd's merge (its own read), one include (daemon.json's merge is in it)
     "nvidia_mig": 1,  # the include where a layout is named (its check comes first in the included file)
-    "fuse": 2,
-    "security_profiles": 2,
-    "kubelet": 2,
+    # one include each: gpu_node_facts' task read them ahead (plugins/plugin_utils/read_ahead.py; tasks/read.yml)
+    "fuse": 1,
+    "security_profiles": 1,
+    "kubelet": 1,
     "gpu_validate": 3,  # the checks, the facts later plays read, the reports written where they differ and the table
 }
 # The include_role tasks the no-op path runs into (their role's tasks start too): the toolkit's runtime_config, and

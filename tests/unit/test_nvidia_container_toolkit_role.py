@@ -15,13 +15,12 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "roles" / "nvidia_container_toolkit"
 PREFIX = "__nvidia_container_toolkit_"
 
-# --list-tasks does not expand includes: the read (variables, packages, config.toml, CDI; it shows the reports where
-# nothing changes), the one include of the changes (tasks/apply.yml), the runtime registration. --tags runtime
-# lists the same tasks; of what the include runs, only the report of what the role leaves out carries the runtime tag
-# (test_runtime_reaches_only_the_left_out_report_in_the_included_files).
+# --list-tasks does not expand includes: the one include of tasks/run.yml (the read: variables, packages, config.toml,
+# CDI, which gpu_node_facts' task runs ahead in site.yml; then the include of the changes, tasks/apply.yml) and the
+# runtime registration. --tags runtime lists the same tasks; of what the includes run, only the read and the report of
+# what the role leaves out carry the runtime tag (test_runtime_reaches_only_the_left_out_report_in_the_included_files).
 ALL_TASKS = [
-    "nvidia_container_toolkit : Check the nvidia_container_toolkit variables and read the node",
-    "nvidia_container_toolkit : Install, configure and report the toolkit where the read says so",
+    "nvidia_container_toolkit : Check, read and change the toolkit where the read ahead says so",
     "Register the nvidia runtime in the container runtimes",
 ]
 RUNTIME_TASKS = ALL_TASKS
@@ -75,18 +74,26 @@ def test_tag_toolkit_lists_every_step_of_the_role(tmp_path):
 
 
 def _main_tasks() -> list[dict]:
-    """The tasks of tasks/main.yml, with those of its block."""
+    """The tasks of tasks/main.yml, then those of tasks/run.yml (which the first includes), the read (tasks/read.yml)
+    in place of its import."""
     tasks = []
-    for task in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()):
-        tasks.extend(task.get("block", [task]))
+    for name in ("main.yml", "run.yml"):
+        for task in yaml.safe_load((ROLE / "tasks" / name).read_text()):
+            if task.get("ansible.builtin.import_tasks") == "read.yml":
+                tasks += yaml.safe_load((ROLE / "tasks" / "read.yml").read_text())
+            else:
+                tasks.extend(task.get("block", [task]))
     return tasks
 
 
 def test_every_task_of_main_carries_both_tags_and_the_include_applies_only_toolkit():
-    assert [task["tags"] for task in _main_tasks()] == [["toolkit", "runtime"]] * 3
+    assert [task["tags"] for task in _main_tasks()] == [["toolkit", "runtime"]] * 4
     for task in _main_tasks():
-        if "ansible.builtin.include_tasks" in task:  # the changes and reports: runtime reaches only the report
-            assert task["ansible.builtin.include_tasks"]["apply"]["tags"] == ["toolkit"], task["name"]
+        include = task.get("ansible.builtin.include_tasks")
+        if include == "run.yml":  # the read and the include of the changes: their own tags
+            continue
+        if include:  # the changes and reports: runtime reaches only the report
+            assert include["apply"]["tags"] == ["toolkit"], task["name"]
         if "ansible.builtin.include_role" in task:
             assert task["ansible.builtin.include_role"]["apply"]["tags"] == task["tags"], task["name"]
 
@@ -120,7 +127,7 @@ def _included_tasks(name: str, seen: set[str] | None = None) -> list[dict]:
 
 @pytest.mark.parametrize("name", ["apply.yml"])
 def test_runtime_reaches_only_the_left_out_report_in_the_included_files(name):
-    """--tags runtime runs the include of tasks/main.yml (it applies only toolkit): of its tasks, only the report of
+    """--tags runtime runs the include of tasks/run.yml (it applies only toolkit): of its tasks, only the report of
     what the role leaves out carries runtime; neither the repository nor the packages nor the CDI spec."""
     tasks = _included_tasks(name)
     assert len(tasks) > 10
@@ -133,7 +140,8 @@ def test_main_dispatches_with_import_tasks_where_the_file_name_is_fixed():
     for task in _main_tasks():
         include = task.get("ansible.builtin.include_tasks")
         if include:
-            assert "{{" in include["file"] or "when" in task, task["name"]
+            file = include if isinstance(include, str) else include["file"]
+            assert "{{" in file or "when" in task, task["name"]
 
 
 # --------------------------------------------------------------------------- OS families as data
@@ -353,9 +361,9 @@ def test_the_driver_upgrade_regenerates_the_cdi_spec_after_the_reboot_and_before
     assert names.index("Make the change") < names.index("Validate the node after the change")
 
 
-# ---- the one read decides the path (tasks/main.yml, vars/main.yml) ---------------------------------------------------
+# ---- the one read decides the path (tasks/read.yml, vars/main.yml) ---------------------------------------------------
 # The read's results as role_read registers them (reads: the apt read, the config.toml probe, the CDI read), and what
-# the include of tasks/main.yml and the tasks of tasks/apply.yml make of them. Each drift a user can make by hand shows
+# the include of tasks/run.yml and the tasks of tasks/apply.yml make of them. Each drift a user can make by hand shows
 # as a change that the next run repairs: a config.toml key edited (the probe), the apt source or keyring removed (the
 # apt read), another installed version (the apt read), the CDI spec changed (the CDI read).
 
@@ -376,7 +384,7 @@ def _probe(changed: bool) -> dict:
 
 
 def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("containerd",)) -> dict:
-    """What tasks/main.yml and tasks/apply.yml make of the read: the file the include runs (None: skipped), and the
+    """What tasks/run.yml and tasks/apply.yml make of the read: the file the include runs (None: skipped), and the
     tasks of apply.yml that run."""
     given = dict(
         nvidia_container_toolkit_force=True,
@@ -398,9 +406,8 @@ def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("
 
     # what the read task shows (role_read's report, rendered last)
     shown = templar.template(trust("{{ __nvidia_container_toolkit_report_after_read }}"))
-    main = next(
-        t for t in yaml.safe_load((ROLE / "tasks" / "main.yml").read_text()) if "when" in t and "file" in str(t)
-    )
+    # the include of the changes in tasks/run.yml (tasks/main.yml's include runs it where the read ahead says so)
+    main = next(t for t in yaml.safe_load((ROLE / "tasks" / "run.yml").read_text()) if "when" in t and "file" in str(t))
     if not holds(main["when"]):
         return {"file": None, "runs": [], **({"shown": shown} if shown else {})}
     assert not shown, "the read shows a report where apply.yml runs (it renders its own)"
@@ -411,7 +418,7 @@ def _decide(reads, manager="apt", tags=("all",), driver_loaded=True, runtimes=("
 
 
 def _reads_skipped(**extra) -> list:
-    """Which reads of tasks/main.yml's role_read are skipped (True) on a node the toolkit applies to."""
+    """Which reads of tasks/read.yml's role_read are skipped (True) on a node the toolkit applies to."""
     from conftest import render_role_value
 
     variables = {

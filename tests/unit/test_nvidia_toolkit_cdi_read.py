@@ -1,4 +1,4 @@
-"""The CDI read of roles/nvidia_container_toolkit (vars/main.yml, run by tasks/main.yml's role_read and by
+"""The CDI read of roles/nvidia_container_toolkit (vars/main.yml, run by tasks/read.yml's role_read and by
 tasks/cdi.yml): the node read that decides whether the CDI spec, the refresh drop-in or the refresh units need a change
 (the changing tasks, tasks/cdi_apply.yml, are included only then). The read's script runs here against files in a
 temporary directory, with TEST STAND-IN nvidia-ctk and systemctl scripts on PATH (the real ones need a GPU driver and a

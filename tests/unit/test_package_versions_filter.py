@@ -81,7 +81,7 @@ def _block_vars(name: str) -> dict:
 
 
 def test_the_apt_tasks_expressions_read_the_node_and_madison():
-    # the apt read is the first read of tasks/main.yml's role_read (vars/main.yml derives the installed packages)
+    # the apt read is the first read of tasks/read.yml's role_read (vars/main.yml derives the installed packages)
     role_vars = yaml.safe_load((TASKS.parent / "vars" / "main.yml").read_text())
     variables = {
         **{key: role_vars[key] for key in ("__nvidia_container_toolkit_apt_node", "__nvidia_container_toolkit_dpkg")},

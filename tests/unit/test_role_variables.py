@@ -49,7 +49,13 @@ CHECKING_TASKS = {
 
 # nvidia_mig: a node that names no layout has nothing to change and runs one task of the role, the include; each
 # file it includes imports tasks/check.yml first (test_nvidia_mig_checks_its_variables_first_wherever_it_acts).
-CHECK_FILES = {"nvidia_mig": "check.yml"}
+# fuse, security_profiles, kubelet, the toolkit: their one task includes tasks/run.yml where gpu_node_facts' read
+# ahead did not decide them (its guard reads no variable of the role: a bad variable reaches the check), and
+# tasks/run.yml imports their read (tasks/read.yml), which checks first; the read ahead runs that read, check first.
+CHECK_FILES = {
+    "nvidia_mig": "check.yml",
+    **dict.fromkeys(("fuse", "security_profiles", "kubelet", "nvidia_container_toolkit"), "run.yml"),
+}
 
 
 def check_task_name(role: str) -> str:

@@ -1,5 +1,5 @@
 """plugins/filter/seccomp.py seccomp_profiles_pending: whether security_profiles has seccomp profiles left to install,
-from one stat of the node (tasks/main.yml), which was a Jinja program in tasks/seccomp.yml. The expected answers are
+from one stat of the node (tasks/read.yml), which was a Jinja program in tasks/seccomp.yml. The expected answers are
 what that program rendered for the same stats (checked with Ansible's Templar when the filter replaced it); the last
 test renders the role's own expression."""
 
@@ -60,7 +60,7 @@ def test_anything_else_is_pending(dir_stat, file_stat):
 
 
 def test_the_roles_expression_reads_the_seccomp_part_of_the_stat_loop():
-    """tasks/main.yml's one read also holds the AppArmor paths: the seccomp verdict reads its own paths only (the
+    """tasks/read.yml's one read also holds the AppArmor paths: the seccomp verdict reads its own paths only (the
     include of tasks/apply.yml decides with it)."""
     tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "apply.yml").read_text())
     install = next(t for t in tasks if t.get("name") == "Install the seccomp profiles")

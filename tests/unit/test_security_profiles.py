@@ -447,7 +447,7 @@ def test_template_path_mirrors_the_target():
 
 
 def test_seccomp_install_runs_only_when_a_profile_is_missing_or_differs(tmp_path):
-    """tasks/main.yml stats the profiles and skips seccomp_install.yml as a whole on an unchanged node;
+    """tasks/read.yml stats the profiles and skips seccomp_install.yml as a whole on an unchanged node;
     a missing, edited or re-moded profile brings the install back (and the install makes it right again).
     One ansible-playbook run: install, re-run, then break the files one way at a time and re-run."""
     root = tmp_path / "seccomp"

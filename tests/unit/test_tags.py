@@ -162,6 +162,9 @@ def test_ansible_adds_no_argument_validation_to_any_role():
     checks |= {t["role"] for t in tasks if t["name"] == "Keep the GPUs at their declared settings"}
     # nvidia_mig: its one task where no layout is named, the include of the files that check first (tasks/check.yml)
     checks |= {t["role"] for t in tasks if t["name"].startswith("Check the variables, apply the MIG layout")}
+    # fuse, security_profiles, kubelet, the toolkit: their one task, read ahead by gpu_node_facts' task or else the
+    # include of their check and read (tasks/run.yml, tasks/read.yml: test_role_variables, test_read_ahead)
+    checks |= {t["role"] for t in tasks if t["name"].startswith("Check, read and ")}
     assert checks == set(ROLE_ORDER)
 
 
@@ -178,31 +181,44 @@ def test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role()
     # include applies only toolkit; of the tasks it runs, only the report of what the role leaves out adds runtime.
     assert not [name for name in runtime if "package" in name or "repository" in name], runtime
     tasks_dir = ROOT / "roles" / "nvidia_container_toolkit" / "tasks"
+    # tasks/main.yml includes tasks/run.yml (applying no tag: its tasks carry theirs), whose read is tagged runtime and
+    # whose include of the changes applies only toolkit
     main = yaml.safe_load((tasks_dir / "main.yml").read_text())
     include = next(task for task in main if "ansible.builtin.include_tasks" in task)
+    assert include["ansible.builtin.include_tasks"] == "run.yml"
+    run = yaml.safe_load((tasks_dir / "run.yml").read_text())
+    include = next(task for task in run if "ansible.builtin.include_tasks" in task)
     assert include["ansible.builtin.include_tasks"]["apply"]["tags"] == ["toolkit"]
     tagged = [
         (path.name, task.get("name"))
         for path in sorted(tasks_dir.glob("*.yml"))
-        if path.name != "main.yml"
+        if path.name not in ("main.yml", "run.yml")
         for task in _tasks_in(yaml.safe_load(path.read_text()))
         if "runtime" in _as_set(task.get("tags"))
     ]
     assert tagged == [
         ("apply.yml", "Report what the role leaves out on this node"),
+        ("read.yml", "Check the nvidia_container_toolkit variables and read the node"),
     ]
 
 
 def test_apparmor_and_seccomp_select_their_halves():
     apparmor = {t["name"] for t in _own_tasks(list_tasks("--tags", "apparmor"))}
     seccomp = {t["name"] for t in _own_tasks(list_tasks("--tags", "seccomp"))}
-    # the role's tasks/main.yml includes tasks/apply.yml where the one read found something to do or report; that
-    # file's includes of the two halves carry their own tags (the include of apply.yml applies none), so each tag
-    # runs its half only: --list-tasks shows the read and the include, which both halves need
-    assert {
-        "Check the security_profiles variables and look up the profiles",
-        "Report, install and load the profiles where the read says so",
-    } <= apparmor & seccomp
+    # the role's tasks/main.yml includes tasks/run.yml (the read, then the include of tasks/apply.yml where it found
+    # something to do or report) where the read ahead did not decide it; apply.yml's includes of the two halves carry
+    # their own tags (neither include applies any), so each tag runs its half only: --list-tasks shows the one task,
+    # which both halves need
+    assert "Check, read and change the profiles where the read ahead says so" in apparmor & seccomp
+    run = yaml.safe_load((ROOT / "roles/security_profiles/tasks/run.yml").read_text())
+    assert set(run[0].get("tags", [])) <= {"security", "apparmor", "seccomp"}
+    assert isinstance(run[1]["ansible.builtin.include_tasks"], str) and set(run[1]["tags"]) == {
+        "security",
+        "apparmor",
+        "seccomp",
+    }
+    read = yaml.safe_load((ROOT / "roles/security_profiles/tasks/read.yml").read_text())
+    assert set(read[0]["tags"]) == {"security", "apparmor", "seccomp"}
     tasks = yaml.safe_load((ROOT / "roles" / "security_profiles" / "tasks" / "apply.yml").read_text())
     tags = {task["name"]: set(task["tags"]) for task in tasks}
     assert tags["Install and load the AppArmor profiles"] == {"security", "apparmor"}
@@ -258,10 +274,13 @@ def test_there_are_task_files():
 # test_apparmor_and_seccomp_select_their_halves).
 # The toolkit's include of its changes (tasks/apply.yml) is tagged runtime too and applies
 # only toolkit: of its tasks only the report of what the role leaves out carries runtime
-# (test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role).
+# (test_runtime_tag_selects_only_the_runtime_registration_of_the_toolkit_role); its include of tasks/run.yml (the read
+# and that include) and security_profiles' apply none: the tasks they include carry their own.
 OWN_TAGS = {
-    ("security_profiles/tasks/main.yml", "Report, install and load the profiles where the read says so"),
-    ("nvidia_container_toolkit/tasks/main.yml", "Install, configure and report the toolkit where the read says so"),
+    ("security_profiles/tasks/main.yml", "Check, read and change the profiles where the read ahead says so"),
+    ("security_profiles/tasks/run.yml", "Report, install and load the profiles where the read says so"),
+    ("nvidia_container_toolkit/tasks/main.yml", "Check, read and change the toolkit where the read ahead says so"),
+    ("nvidia_container_toolkit/tasks/run.yml", "Install, configure and report the toolkit where the read says so"),
 }
 
 

@@ -16,7 +16,9 @@ What a slice job is, in AWX's source (ansible/awx at e21dd0a0):
 So each slice here gets its own private data directory with such a script, the same extra vars, and the project
 directory as its working directory (where ansible.cfg is read), as an AWX job does.
 It is also this scenario's idempotence check (molecule.yml has no idempotence step): site.yml's second run over every
-converged node, changed=0, a failure naming each task that changed on each node.
+converged node, changed=0, a failure naming each task that changed on each node. And it shows that the read ahead
+works in AWX's engine too (plugins/plugin_utils/read_ahead.py): no node ran the own read of a role that gpu_node_facts'
+task read ahead (the toolkit, fuse, security_profiles, kubelet: one task each on this no-op run).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import sys
 from pathlib import Path
 
 import ansible_runner
+import yaml
 
 SCENARIO = Path(__file__).resolve().parents[1]
 PROJECT = SCENARIO.parents[1]
@@ -101,6 +104,23 @@ def _changed(runner) -> list[str]:
     ]
 
 
+# the roles gpu_node_facts' task reads ahead: each one's own read (tasks/read.yml) runs only where it has to
+READ_AHEAD_ROLES = ("nvidia_container_toolkit", "fuse", "security_profiles", "kubelet")
+
+
+def _own_reads(runner) -> list[str]:
+    """'<host>: <task>' of each own read of a role read ahead that started (ok or skipped) in the job."""
+    names = {
+        yaml.safe_load((PROJECT / "roles" / role / "tasks" / "read.yml").read_text())[0]["name"]
+        for role in READ_AHEAD_ROLES
+    }
+    return [
+        f"{event['event_data'].get('host')}: {event['event_data'].get('task')}"
+        for event in runner.events
+        if event.get("event", "").startswith("runner_on_") and event.get("event_data", {}).get("task") in names
+    ]
+
+
 def test_site_yml_through_ansible_runner_in_two_slices_at_once(host, tmp_path_factory, monkeypatch):
     if host.backend.get_hostname() != NODES[0]:
         return  # one run for the whole fleet (testinfra parametrizes every test by host)
@@ -147,6 +167,7 @@ def test_site_yml_through_ansible_runner_in_two_slices_at_once(host, tmp_path_fa
         assert sorted(stats["ok"]) == nodes, (stats, nodes)
         assert not stats["failures"], (stats, stdout[-6000:])
         assert not any(stats["changed"].values()), f"not idempotent: the second run changed {_changed(runner)}"
+        assert _own_reads(runner) == [], "the read ahead did not decide these roles"
         slice_nodes += nodes
     assert sorted(slice_nodes) == NODES  # the two slices together are the fleet, none twice
     fleet = json.loads(Path(f"{report}.json").read_text())

@@ -77,3 +77,42 @@ def test_a_re_run_puts_back_what_each_role_owns(host):
     assert json.loads(host.file(DAEMON_JSON).content_string) == daemon
     changed = [path for path in WHOLE if host.file(path).content_string != before[path]]
     assert changed == [], changed
+
+
+# The roles gpu_node_facts' task reads ahead (plugins/plugin_utils/read_ahead.py): a hand edit of one of them alone,
+# with nothing changed by a role before it, is found by that read ahead (not by the role's own read after another
+# role's change made the read ahead stale, as above): the role reads again in its one task and repairs it.
+# (role, the edit, the file it edits)
+READ_AHEAD_EDITS = [
+    ("fuse", f"echo user_allow_other >> {FUSE_CONF}", FUSE_CONF),
+    ("security_profiles", f"printf ' ' >> {SECCOMP}", SECCOMP),
+    ("kubelet", f"echo 'maxPods: 7' >> {DROPIN}", DROPIN),
+]
+
+
+def _started(run, role: str) -> list[str]:
+    """The task headers of ``role`` the run printed."""
+    return [line for line in run.stdout.splitlines() if line.startswith(f"TASK [{role} : ")]
+
+
+def test_a_role_read_ahead_repairs_a_hand_edit_of_its_own(host):
+    before = {path: host.file(path).content_string for _role, _edit, path in READ_AHEAD_EDITS}
+    for role, edit, path in READ_AHEAD_EDITS:
+        host.run_expect([0], f"set -e; {edit}")
+        run = run_playbook(host, SCENARIO / "converge.yml")
+        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+        counters = recap(run.stdout)[host.backend.get_hostname()]
+        assert counters["changed"] >= 1 and counters["failed"] == 0, (role, run.stdout[-4000:])
+        assert host.file(path).content_string == before[path], role
+        # the role read again and changed what its read ahead found: more than its one task
+        assert len(_started(run, role)) > 1, (role, _started(run, role))
+        # the roles before it were decided by the read ahead: one task each
+        for earlier, _edit, _path in READ_AHEAD_EDITS[: [r for r, _e, _p in READ_AHEAD_EDITS].index(role)]:
+            assert len(_started(run, earlier)) == 1, (role, earlier, _started(run, earlier))
+
+    # and the no-op re-run: one task for each of these roles
+    run = run_playbook(host, SCENARIO / "converge.yml")
+    assert run.returncode == 0 and recap(run.stdout)[host.backend.get_hostname()]["changed"] == 0, run.stdout[-4000:]
+    assert {role: len(_started(run, role)) for role, _edit, _path in READ_AHEAD_EDITS} == {
+        role: 1 for role, _edit, _path in READ_AHEAD_EDITS
+    }
