@@ -66,6 +66,10 @@ code" where ``rc`` is not 0. Two differences the project's reads never meet: the
 are (the command module expands ``$VAR`` and ``~`` of the node's environment in each one), and a missing program
 is the shell's rc 127 (the module's: rc 2 and its message).
 
+Where gpu_node_facts' task read a role ahead (plugins/plugin_utils/read_ahead.py), found something to change, and the
+host reported no change since, the role's own read task (same role instance, register and arguments) returns that
+read's result instead of reading the node again (with ``from_read_ahead: true``).
+
 Give the task ``check_mode: false``: a read changes nothing and must run in check mode too (the role's include that
 follows decides from it what ``--check`` shows). A read whose module fails fails the task, as the read task did.
 A role used on its own runs the same task: the check is never skipped.
@@ -81,6 +85,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.utils.vars import merge_hash
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils import probes as _probes
+from ansible_collections.gpunode.provisioning.plugins.plugin_utils import read_ahead
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.actions import ActionBase
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import NODE_FILES_MODULE
 
@@ -346,6 +351,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
         result = super().run(tmp, task_vars)
+        # the role's read, run ahead by gpu_node_facts' task in this play with the same arguments, found something to
+        # change and nothing changed since: its result, not a second read (plugins/plugin_utils/read_ahead.py)
+        stored = read_ahead.stored_read(task_vars, self._task.register, self._task.args)
+        if stored is not None:
+            return merge_hash(result, {**stored, "from_read_ahead": True})
         reads = self._task.args.get("reads") or []
         checked = self.check_variables(task_vars)
         if checked and checked.get("failed"):

@@ -41,6 +41,8 @@ from ansible.vars.clean import clean_facts, namespace_facts
 from ansible_collections.gpunode.provisioning.plugins.plugin_utils.controller_files import COLLECTION
 
 READ_FILE = "read.yml"
+# gpu_node_facts' task registers its result (the read ahead in it) under this name (roles/gpu_node_facts/tasks/main.yml)
+REGISTER = "__gpu_node_facts_node"
 ROLE_READ = f"{COLLECTION}.role_read"
 ROLE_READ_NAMES = (ROLE_READ, "role_read")
 # the registered result of gpu_node_facts' task holds the roles read ahead under this key
@@ -115,6 +117,29 @@ def refreshes_seen(host: str) -> int | None:
     return _refreshes.get(host, 0) if _tracking else None
 
 
+def _fresh(entry: Mapping, host: str) -> bool:
+    """Whether nothing the read ahead saw can have changed since: no change reported by the host, and where the read
+    asked the package index, no refresh of it."""
+    seen = changes_seen(host)
+    if seen is None or seen != entry.get("seen"):
+        return False
+    return "index" not in entry or refreshes_seen(host) == entry["index"]
+
+
+def stored_read(task_vars: Mapping, register: str | None, args: Mapping) -> dict | None:
+    """The result the read ahead registered for the role read task now running (its role instance, its register and
+    its arguments, rendered the same), where that read ahead found something to change and is still fresh: the role's
+    own read (tasks/run.yml) then takes it instead of reading the node and rendering the role's plan again (a run
+    that changes the node pays one read per role, as before the read ahead). None otherwise."""
+    node = task_vars.get(REGISTER)
+    entry = ((node.get(RESULT_KEY) or {}) if isinstance(node, Mapping) else {}).get(task_vars.get("role_uuid"))
+    if not isinstance(entry, Mapping) or "result" not in entry or entry.get("register") != register:
+        return None
+    if entry.get("args") != dict(args) or not _fresh(entry, str(task_vars.get("inventory_hostname"))):
+        return None
+    return dict(entry["result"])
+
+
 def pending(node, role_uuid: str, host: str) -> bool:
     """Whether the role instance ``role_uuid`` must read the node itself (its include runs): True unless the read
     ahead of this play (``node``: gpu_node_facts' registered result) found nothing to change for it and the host
@@ -122,11 +147,7 @@ def pending(node, role_uuid: str, host: str) -> bool:
     entry = ((node or {}).get(RESULT_KEY) or {}).get(role_uuid) if isinstance(node, Mapping) else None
     if not isinstance(entry, Mapping) or entry.get("changes") is not False:
         return True
-    seen = changes_seen(host)
-    if seen is None or seen != entry.get("seen"):
-        return True
-    # a read of the package index: stale once the index was refreshed since
-    return "index" in entry and refreshes_seen(host) != entry["index"]
+    return not _fresh(entry, host)
 
 
 def read_task(loader, role_path: str) -> tuple[dict, str] | None:
@@ -263,8 +284,11 @@ class ReadAhead:
         if seen is None:
             self.left[name] = "nothing counts the run's changes (the plugin_warmup callback is not enabled)"
             return None, []
+        # the read itself, not a stored one (the registered result of an earlier play's read ahead)
+        context.pop(REGISTER, None)
+        rendered = templar.template(args)
         result = self.action.run_action(
-            ROLE_READ, context, args=templar.template(args), check_mode=False, register=register, templar=templar
+            ROLE_READ, context, args=rendered, check_mode=False, register=register, templar=templar
         )
         if result.get("failed"):
             self.left[name] = f"its read failed: {result.get('msg', '')}"
@@ -282,6 +306,9 @@ class ReadAhead:
         entry_found = {"role": name, "changes": changes, "seen": seen}
         if reads_index:
             entry_found["index"] = refreshed
+        if changes:
+            # for the role's own read task, where nothing changed before it (stored_read)
+            entry_found.update(result=result, register=register, args=rendered)
         warnings = [] if changes else list(result.get("warnings") or [])
         return entry_found, warnings
 

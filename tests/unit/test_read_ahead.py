@@ -278,11 +278,24 @@ def test_another_roles_vars_do_not_reach_the_read_ahead(probe):
     assert run.own_read and run.wrote and run.text == WANTED, run.stdout[-3000:]
 
 
-def test_a_role_whose_read_ahead_found_a_change_reads_again_and_changes_it(probe):
+def test_a_role_whose_read_ahead_found_a_change_takes_that_read_and_changes_it(probe):
+    """Nothing changed between the read ahead and the role: its own read task returns what the read ahead read (no
+    second read of the node, no second rendering of the plan)."""
     run = probe("drifted", ROLES_IN_PLAY)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.own_read and run.wrote and run.text == WANTED, run.stdout[-3000:]
     assert "PROBE-REPORT" not in run.stderr
+    read = run.stdout.split("TASK [probe : PROBE-READ]", 1)[1].split("TASK [", 1)[0]
+    assert "from_read_ahead: true" in read and "stdout: drifted" in read, read
+
+
+def test_a_read_ahead_that_went_stale_is_not_taken(probe):
+    """A change between the read ahead and the role: the role's own read reads the node."""
+    run = probe("drifted", ["gpu_node_facts", "changer", "probe"], "-e", "changer_changes=true")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    read = run.stdout.split("TASK [probe : PROBE-READ]", 1)[1].split("TASK [", 1)[0]
+    assert "from_read_ahead" not in read and "stdout: drifted" in read, read
+    assert run.wrote and run.text == WANTED
 
 
 def test_a_change_before_the_role_makes_it_read_for_itself(probe):
