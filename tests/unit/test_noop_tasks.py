@@ -24,9 +24,11 @@ a role is what this test counts from its files alone:
 The budgets are what the roles cost now: a change that adds a task fails here; a change that saves one lowers its
 budget. The doctor's share is issue 47's three tasks (its own gpu_node_facts instance reads the node again after the
 roles changed it: counted with the play).
-The benchmark measures the same count on a node container, plus one task for each report the role shows on every run
-there (a container has no udev, AppArmor, kubelet or GPU driver: fuse, security_profiles, kubelet and the toolkit's CDI
-part each show theirs).
+The benchmark measures the same count on a node container (bench/callback_plugins/bench_count.py): what the roles
+report there on every run (a container has no udev, AppArmor, kubelet or GPU driver: fuse, security_profiles, kubelet
+and the toolkit's CDI part each say so) is shown by their read, which gpu_node_facts' task runs ahead
+(plugins/plugin_utils/read_ahead.py): a role read ahead is its one include here, skipped on the no-op run (molecule
+default's AWX slices and drift tests show that no such role reads for itself there).
 """
 
 from __future__ import annotations
