@@ -518,8 +518,10 @@ read_ahead:
   description:
     - Set by the action (plugins/action/gpu_node_facts.py), not the module. The read ahead of the play's later roles
       that have a C(tasks/read.yml) (plugins/plugin_utils/read_ahead.py), per role instance (its C(role_uuid)),
-      where it decided the role - C(role), C(changes) (whether that role's read found something to change) and
-      C(seen) (the host's changed results in this run so far).
+      where it decided the role - C(role), C(changes) (whether that role's read found something to change),
+      C(seen) (the host's changed results in this run so far), C(index) (its package index refreshes, where the read
+      asked the index) and, where it found a change, C(result), C(register) and C(args) (the read's result, for the
+      role's own read task while nothing changed since).
     - The role's one task (C(read_ahead_pending) filter) reads it from this task's registered result.
   returned: always
   type: dict

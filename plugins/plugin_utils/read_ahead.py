@@ -20,7 +20,8 @@ So a no-op run reads each role once, in one task, and the role's variables are c
 (role_read checks first). Anything out of the ordinary makes the role read for itself, in its own task, as before:
 its variables refused, a read that fails (the role's own read then fails with the same message, in its place), a role
 the tags or its ``when`` leave out, a role run with other connection or privilege settings than this task, a role
-included by ``include_role`` (not one of the play's roles), another role's instance of gpu_node_facts (the doctor's),
+brought in by ``include_role`` or ``import_role`` (its tasks run inside the including task's blocks), another role's
+instance of gpu_node_facts (the doctor's),
 a run without this collection's plugin_warmup callback (it counts the changes), an ansible-core whose internals this
 does not know. What the read ahead could not do is in the task's ``read_ahead_left`` (-v shows it).
 
@@ -192,15 +193,20 @@ class ReadAhead:
         self.left: dict[str, str] = {}
 
     def roles(self) -> list:
-        """The play's roles from this task's own on (the role it belongs to, or whose dependency it is)."""
+        """The play's roles from this task's own on (the role it belongs to, or whose dependency it is). Not a role
+        that ``include_role`` or ``import_role`` brought in (Ansible adds those to the play's roles too): their tasks
+        run inside the including task's blocks, with its variables and conditions, which the read ahead does not see;
+        and nothing where this task itself runs for such a role."""
         play = self.task.get_play()
         roles = play.get_roles()
         chain = self.task.get_dep_chain() or [self.task._role]
         top = chain[0]
         place = next((index for index, role in enumerate(roles) if role is top), None)
-        if place is None:
+        if place is None or getattr(top, "from_include", False):
             return []
-        return [role for role in roles[place:] if role is not self.task._role]
+        return [
+            role for role in roles[place:] if role is not self.task._role and not getattr(role, "from_include", False)
+        ]
 
     def entry(self, role):
         """The first task of the role's tasks/main.yml (its include) as the play runs it: compiled with the role as

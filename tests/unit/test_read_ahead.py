@@ -344,6 +344,38 @@ def test_an_included_role_reads_for_itself(probe):
     run = probe(WANTED, ["gpu_node_facts"], tasks=include)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.own_read and not run.wrote, run.stdout[-3000:]
+    # its own gpu_node_facts (the play has none before it): Ansible adds an included role to the play's roles, but its
+    # tasks run with the include's blocks around them, which the read ahead would not see
+    alone = [{"name": "Include the probe", "ansible.builtin.include_role": {"name": "probe"}, "vars": {"x": 1}}]
+    run = probe(WANTED, [], tasks=alone)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "TASK [gpu_node_facts : Check the variables and gather the GPU node facts]" in run.stdout
+    assert run.own_read and not run.wrote, run.stdout[-3000:]
+
+
+def test_the_stored_read_is_the_role_read_tasks_own(counting):
+    """The read ahead's result goes to the role's read task alone: its role instance, its register, its arguments,
+    while fresh."""
+    args = {"reads": [{"module": "ansible.legacy.command", "args": {"argv": ["cat", "/x"]}}], "plan": "__p"}
+    node = {
+        "read_ahead": {
+            "u1": {
+                "role": "probe",
+                "changes": True,
+                "seen": 0,
+                "result": {"stdout": "x"},
+                "register": "__r",
+                "args": args,
+            }
+        }
+    }
+    task_vars = {"__gpu_node_facts_node": node, "role_uuid": "u1", "inventory_hostname": "n1"}
+    assert read_ahead.stored_read(task_vars, "__r", dict(args)) == {"stdout": "x"}
+    assert read_ahead.stored_read(task_vars, "__other", args) is None  # another read task of the role
+    assert read_ahead.stored_read(task_vars, "__r", {**args, "plan": "__q"}) is None  # other arguments
+    assert read_ahead.stored_read({**task_vars, "role_uuid": "u2"}, "__r", args) is None  # another role instance
+    read_ahead.note_result("n1", {"changed": True})
+    assert read_ahead.stored_read(task_vars, "__r", args) is None  # stale
 
 
 def test_a_role_run_with_other_settings_reads_for_itself(probe):
