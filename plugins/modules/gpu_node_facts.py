@@ -516,9 +516,8 @@ ansible_facts:
                    /etc/modprobe.d/gpu-node-provisioning-nvidia.conf: false}
 read_ahead:
   description:
-    - Set by the action (plugins/action/gpu_node_facts.py), not the module. The read ahead of the play's later roles
-      that have a C(tasks/read.yml) (plugins/plugin_utils/read_ahead.py), per role instance (its C(role_uuid)),
-      where it decided the role - C(role), C(changes) (whether that role's read found something to change),
+    - Set by the action. The read ahead (plugins/plugin_utils/read_ahead.py) per role instance (C(role_uuid)) it
+      decided - C(role), C(changes) (whether that role's read found something to change),
       C(seen) (the host's changed results in this run so far), C(index) (its package index refreshes, where the read
       asked the index) and, where it found a change, C(result), C(register) and C(args) (the read's result, for the
       role's own read task while nothing changed since).
